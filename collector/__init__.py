@@ -1,0 +1,1 @@
+"""Katib DB-manager collector: TrainJob trainerStatus -> observation logs."""

@@ -1,0 +1,1 @@
+"""Optuna-backed Katib suggestion service and live pruning."""
