@@ -1,0 +1,24 @@
+"""The Kubernetes side of the collector: client construction and the TrainJob watcher.
+
+Kubernetes types and the ``kubernetes`` client are confined to this package.
+"""
+
+from __future__ import annotations
+
+from collector.kube._backoff import Backoff, BackoffSettings
+from collector.kube._client import classify, load_api_client
+from collector.kube._owners import EXPERIMENT_LABEL, TrialRef, trial_owner
+from collector.kube.watcher import JobEvent, TrainJobWatcher, WatchSettings
+
+__all__ = [
+    "EXPERIMENT_LABEL",
+    "Backoff",
+    "BackoffSettings",
+    "JobEvent",
+    "TrainJobWatcher",
+    "TrialRef",
+    "WatchSettings",
+    "classify",
+    "load_api_client",
+    "trial_owner",
+]

@@ -1,0 +1,49 @@
+"""Exponential backoff with jitter."""
+
+from __future__ import annotations
+
+import random
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class BackoffSettings(BaseModel):
+    """Delays between retries: ``initial_s * factor**n``, capped at ``max_s``, +/- ``jitter``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    initial_s: float = Field(default=0.5, gt=0)
+    max_s: float = Field(default=30.0, gt=0)
+    factor: float = Field(default=2.0, ge=1.0)
+    jitter: float = Field(default=0.2, ge=0.0, le=1.0, description="relative spread, 0.2 = +/-20%")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BackoffSettings:
+        if self.max_s < self.initial_s:
+            raise ValueError(f"max_s: must be >= initial_s ({self.initial_s}), got {self.max_s}")
+        return self
+
+
+class Backoff:
+    """Stateful delay sequence; ``reset()`` after a success."""
+
+    def __init__(self, settings: BackoffSettings, rng: random.Random | None = None) -> None:
+        self._settings = settings
+        self._rng = rng or random.Random()
+        self._attempt = 0
+
+    @property
+    def attempts(self) -> int:
+        return self._attempt
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+    def next_delay(self, at_least: float | None = None) -> float:
+        s = self._settings
+        base = min(s.max_s, s.initial_s * s.factor**self._attempt)
+        self._attempt += 1
+        delay = base * (1.0 + self._rng.uniform(-s.jitter, s.jitter))
+        if at_least is not None:
+            delay = max(delay, min(at_least, s.max_s))
+        return max(0.0, delay)

@@ -1,0 +1,204 @@
+"""Event-driven replay of a bank: ``workers`` trials run at once, points arrive in simulated time.
+
+A trial created at simulated time ``t0`` emits its bank point ``i`` at ``t0 + elapsed_s[i]``; all
+trials' points are fed to the decider in global time order, so peers' curves are known in the order
+a live experiment would know them. A pruned trial stops consuming compute at its prune point and
+frees its worker; the next trial starts at that moment.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from katib_progress.bench._bank import Bank, BankTrial
+from katib_progress.bench._deciders import Decider, TrialEnd
+from katib_progress.core.types import ProgressPoint
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialOutcome:
+    """How one replayed trial ended."""
+
+    name: str
+    bank_index: int
+    state: TrialEnd
+    points_seen: int
+    stopped_at_progress: float
+    used: float  # accelerator-seconds consumed
+    full_cost: float  # accelerator-seconds the whole run would have consumed
+    observation: float | None  # objective as Katib records it from the points reached
+    reason: str = ""
+    started_s: float = 0.0
+    ended_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    policy: str
+    mode: str
+    seed: int
+    outcomes: tuple[TrialOutcome, ...]
+    best_found: float | None
+    regret: float
+    makespan_s: float
+
+    @property
+    def compute_used(self) -> float:
+        return sum(o.used for o in self.outcomes)
+
+    @property
+    def compute_full(self) -> float:
+        return sum(o.full_cost for o in self.outcomes)
+
+    @property
+    def compute_fraction(self) -> float:
+        full = self.compute_full
+        return self.compute_used / full if full > 0 else 1.0
+
+    @property
+    def trials(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def pruned(self) -> int:
+        return sum(o.state == "pruned" for o in self.outcomes)
+
+
+class TrialSource(Protocol):
+    """Hands out the next trials to run; learns how earlier ones ended (the sampler needs it)."""
+
+    def next_trials(self, count: int, now_s: float) -> Sequence[tuple[str, BankTrial]]:
+        """Up to ``count`` new (trial name, bank trial) pairs; fewer (or none) when the budget is spent."""
+
+    def running(self, name: str, points: int) -> None:
+        """``name`` has reported ``points`` points so far."""
+
+    def ended(self, outcome: TrialOutcome) -> None:
+        """``outcome.name`` ended."""
+
+
+@dataclass(slots=True)
+class _Live:
+    name: str
+    trial: BankTrial
+    start_s: float
+    next_index: int = 0
+
+
+def _point(experiment: str, live: _Live, index: int) -> ProgressPoint:
+    bp = live.trial.points[index]
+    return ProgressPoint(
+        experiment=experiment,
+        trial=live.name,
+        seq=index,
+        timestamp=_EPOCH + timedelta(seconds=live.start_s + bp.elapsed_s),
+        progress=min(max(bp.progress, 0.0), 100.0),
+        elapsed_s=bp.elapsed_s,
+        eta_s=bp.eta_s,
+        metrics=bp.metrics,
+    )
+
+
+def replay(
+    bank: Bank,
+    decider: Decider,
+    source: TrialSource,
+    *,
+    workers: int = 4,
+    experiment: str = "bench",
+    mode: str = "pruning",
+    seed: int = 0,
+) -> ReplayResult:
+    """Replay trials from ``source`` through ``decider``; return what happened."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    events: list[tuple[float, int, str]] = []
+    live: dict[str, _Live] = {}
+    outcomes: list[TrialOutcome] = []
+    counter = 0
+    now = 0.0
+
+    def schedule(state: _Live) -> None:
+        nonlocal counter
+        t = state.start_s + state.trial.points[state.next_index].elapsed_s
+        heapq.heappush(events, (t, counter, state.name))
+        counter += 1
+
+    def end(state: _Live, kind: TrialEnd, reached: int, reason: str, at_s: float) -> None:
+        trial = state.trial
+        observation = bank.objective(trial.points[:reached])
+        used = (trial.points[reached - 1].elapsed_s if reached else 0.0) * trial.gpus
+        outcome = TrialOutcome(
+            name=state.name,
+            bank_index=trial.index,
+            state=kind,
+            points_seen=reached,
+            stopped_at_progress=trial.points[reached - 1].progress if reached else 0.0,
+            used=used,
+            full_cost=trial.cost,
+            observation=observation,
+            reason=reason,
+            started_s=state.start_s,
+            ended_s=at_s,
+        )
+        outcomes.append(outcome)
+        decider.finish(state.name, kind, observation)
+        source.ended(outcome)
+        del live[state.name]
+
+    def fill(at_s: float) -> None:
+        free = workers - len(live)
+        if free <= 0:
+            return
+        for name, trial in source.next_trials(free, at_s):
+            state = _Live(name, trial, at_s)
+            live[name] = state
+            decider.start(name)
+            if not trial.points:
+                end(state, "failed", 0, "no points recorded", at_s)
+                continue
+            schedule(state)
+
+    fill(0.0)
+    while events:
+        now, _, name = heapq.heappop(events)
+        state = live[name]
+        index = state.next_index
+        decision = decider.decide(_point(experiment, state, index))
+        source.running(name, index + 1)
+        last = index == len(state.trial.points) - 1
+        if decision.prune and not last:
+            end(state, "pruned", index + 1, decision.reason, now)
+        elif last:
+            kind: TrialEnd = "failed" if state.trial.status == "failed" else "succeeded"
+            if kind == "succeeded" and bank.objective(state.trial.points) is None:
+                kind = "failed"  # Katib: objective missing -> MetricsUnavailable, counted as failed
+            end(state, kind, index + 1, decision.reason if decision.prune else "", now)
+        else:
+            state.next_index += 1
+            schedule(state)
+            continue
+        fill(now)
+
+    counted = [o.observation for o in outcomes if o.state != "failed" and o.observation is not None]
+    counted = [v for v in counted if math.isfinite(v)]
+    best: float | None = None
+    for value in counted:
+        if best is None or bank.better(value, best):
+            best = value
+    return ReplayResult(
+        policy=decider.name,
+        mode=mode,
+        seed=seed,
+        outcomes=tuple(outcomes),
+        best_found=best,
+        regret=bank.regret(best),
+        makespan_s=now,
+    )

@@ -1,0 +1,254 @@
+"""The Katib gRPC edge of the local sweep: GetSuggestions as Katib's controller sends it, and trial
+observations computed from the DB manager's observation log by ``metricStrategies``."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+import grpc
+from kubeflow.katib import katib_api_pb2 as _pb
+from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
+
+from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
+from katib_progress.errors import ConfigError, PermanentError, TemporaryError
+from katib_progress.local.experiment import LocalExperiment
+from katib_progress.local.summary import TrialSummary
+
+_log = logging.getLogger(__name__)
+
+pb: Any = _pb  # generated stubs carry no type information
+pb_grpc: Any = _pb_grpc
+
+_PARAM_TYPES = {
+    "double": pb.DOUBLE,
+    "int": pb.INT,
+    "discrete": pb.DISCRETE,
+    "categorical": pb.CATEGORICAL,
+}
+_DISTRIBUTIONS = {
+    None: pb.DISTRIBUTION_UNSPECIFIED,
+    "uniform": pb.UNIFORM,
+    "logUniform": pb.LOG_UNIFORM,
+    "normal": pb.NORMAL,
+    "logNormal": pb.LOG_NORMAL,
+}
+_CONDITIONS = {
+    "Created": pb.TrialStatus.CREATED,
+    "Running": pb.TrialStatus.RUNNING,
+    "Interrupted": pb.TrialStatus.RUNNING,
+    "Succeeded": pb.TrialStatus.SUCCEEDED,
+    "Killed": pb.TrialStatus.KILLED,
+    "Failed": pb.TrialStatus.FAILED,
+    "MetricsUnavailable": pb.TrialStatus.METRICSUNAVAILABLE,
+    "EarlyStopped": pb.TrialStatus.EARLYSTOPPED,
+}
+_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    params: Mapping[str, str]
+    trial_name: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def objective_proto(exp: LocalExperiment) -> Any:
+    objective = exp.doc.spec.objective
+    return pb.ObjectiveSpec(
+        type=pb.MINIMIZE if objective.type == "minimize" else pb.MAXIMIZE,
+        goal=objective.goal if objective.goal is not None else 0.0,
+        objective_metric_name=objective.objective_metric_name,
+        additional_metric_names=list(objective.additional_metric_names),
+    )
+
+
+def experiment_proto(exp: LocalExperiment) -> Any:
+    spec = exp.doc.spec
+    params = [
+        pb.ParameterSpec(
+            name=p.name,
+            parameter_type=_PARAM_TYPES[p.parameter_type],
+            feasible_space=pb.FeasibleSpace(
+                max=p.feasible_space.max or "",
+                min=p.feasible_space.min or "",
+                list=list(p.feasible_space.list_ or []),
+                step=p.feasible_space.step or "",
+                distribution=_DISTRIBUTIONS[p.feasible_space.distribution],
+            ),
+        )
+        for p in spec.parameters
+    ]
+    early = None
+    if spec.early_stopping is not None:
+        early = pb.EarlyStoppingSpec(
+            algorithm_name=spec.early_stopping.algorithm_name,
+            algorithm_settings=[
+                pb.EarlyStoppingSetting(name=s.name, value=s.value)
+                for s in spec.early_stopping.algorithm_settings
+            ],
+        )
+    return pb.Experiment(
+        name=exp.name,
+        spec=pb.ExperimentSpec(
+            parameter_specs=pb.ExperimentSpec.ParameterSpecs(parameters=params),
+            objective=objective_proto(exp),
+            algorithm=pb.AlgorithmSpec(
+                algorithm_name=spec.algorithm.algorithm_name,
+                algorithm_settings=[
+                    pb.AlgorithmSetting(name=s.name, value=s.value) for s in spec.algorithm.algorithm_settings
+                ],
+            ),
+            early_stopping=early,
+            parallel_trial_count=spec.parallel_trial_count,
+            max_trial_count=spec.max_trial_count or 0,
+        ),
+    )
+
+
+def _time(moment: datetime | None) -> str:
+    return format_rfc3339nano(moment) if moment is not None else ""
+
+
+def trial_proto(exp: LocalExperiment, trial: TrialSummary) -> Any:
+    observation = None
+    if trial.terminal and trial.observation:
+        observation = pb.Observation(
+            metrics=[pb.Metric(name=k, value=_fmt(v)) for k, v in sorted(trial.observation.items())]
+        )
+    return pb.Trial(
+        name=trial.name,
+        spec=pb.TrialSpec(
+            objective=objective_proto(exp),
+            parameter_assignments=pb.TrialSpec.ParameterAssignments(
+                assignments=[pb.ParameterAssignment(name=k, value=v) for k, v in trial.params.items()]
+            ),
+            labels=dict(trial.labels),
+        ),
+        status=pb.TrialStatus(
+            start_time=_time(trial.started_at),
+            completion_time=_time(trial.ended_at) if trial.terminal else "",
+            condition=_CONDITIONS[trial.status],
+            observation=observation,
+        ),
+    )
+
+
+def _fmt(value: float) -> str:
+    return repr(float(value))
+
+
+def _rpc_error(what: str, exc: grpc.RpcError) -> Exception:
+    code = exc.code() if hasattr(exc, "code") else None
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    message = f"{what}: {getattr(code, 'name', code)}: {detail}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return TemporaryError(message)
+    return PermanentError(message)
+
+
+class SuggestionClient:
+    """Katib's Suggestion API as the experiment controller calls it."""
+
+    def __init__(self, address: str) -> None:
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.SuggestionStub(self._channel)
+
+    def validate(self, exp: LocalExperiment) -> None:
+        try:
+            self._stub.ValidateAlgorithmSettings(
+                pb.ValidateAlgorithmSettingsRequest(experiment=experiment_proto(exp)),
+                timeout=_TIMEOUT_S,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return
+            if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                raise ConfigError("spec.algorithm", str(exc.details())) from None
+            raise _rpc_error("ValidateAlgorithmSettings", exc) from None
+
+    def get(
+        self, exp: LocalExperiment, trials: Sequence[TrialSummary], *, current: int, total: int
+    ) -> list[Assignment]:
+        request = pb.GetSuggestionsRequest(
+            experiment=experiment_proto(exp),
+            trials=[trial_proto(exp, t) for t in trials],
+            current_request_number=current,
+            total_request_number=total,
+        )
+        try:
+            reply = self._stub.GetSuggestions(request, timeout=_TIMEOUT_S, wait_for_ready=True)
+        except grpc.RpcError as exc:
+            raise _rpc_error("GetSuggestions", exc) from None
+        return [
+            Assignment(
+                params={a.name: a.value for a in pa.assignments},
+                trial_name=pa.trial_name,
+                labels=dict(pa.labels),
+            )
+            for pa in reply.parameter_assignments
+        ]
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class ObservationReader:
+    """Reads a trial's observation log from the DB manager and applies ``metricStrategies``."""
+
+    def __init__(self, address: str) -> None:
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.DBManagerStub(self._channel)
+
+    def observation(self, trial: str, strategies: Mapping[str, str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for metric, strategy in strategies.items():
+            try:
+                reply = self._stub.GetObservationLog(
+                    pb.GetObservationLogRequest(trial_name=trial, metric_name=metric),
+                    timeout=_TIMEOUT_S,
+                    wait_for_ready=True,
+                )
+            except grpc.RpcError as exc:
+                raise _rpc_error("GetObservationLog", exc) from None
+            value = reduce_log(reply.observation_log.metric_logs, strategy)
+            if value is not None:
+                out[metric] = value
+        return out
+
+    def delete(self, trial: str) -> None:
+        try:
+            self._stub.DeleteObservationLog(
+                pb.DeleteObservationLogRequest(trial_name=trial), timeout=_TIMEOUT_S, wait_for_ready=True
+            )
+        except grpc.RpcError as exc:
+            raise _rpc_error("DeleteObservationLog", exc) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def reduce_log(logs: Sequence[Any], strategy: str) -> float | None:
+    """min / max / latest (by timestamp; the later row wins a tie) of the finite numeric values."""
+    values: list[tuple[datetime, int, float]] = []
+    for i, log in enumerate(logs):
+        try:
+            value = float(log.metric.value)
+            stamp = parse_rfc3339(log.time_stamp, field="time_stamp")
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            values.append((stamp, i, value))
+    if not values:
+        return None
+    if strategy == "min":
+        return min(v for _, _, v in values)
+    if strategy == "max":
+        return max(v for _, _, v in values)
+    return max(values)[2]

@@ -1,0 +1,100 @@
+"""``katib-progress sweep EXPERIMENT.yaml``: run a Katib Experiment on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from katib_progress.errors import ConfigError, KatibProgressError
+
+_log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sweep",
+        help="run a Katib Experiment (TrainJob trials) on this machine, with live pruning",
+        description=(
+            "Run a Katib Experiment YAML locally: trials are local processes reporting progress through a "
+            "local TrainJob status endpoint; the same collector pipeline, store and suggestion/pruning "
+            "services as on a cluster. Run the same command again to resume."
+        ),
+    )
+    parser.add_argument("experiment", type=Path, help="Katib Experiment YAML (kubeflow.org/v1beta1)")
+    parser.add_argument("--workdir", type=Path, default=None, help="default ./.katib-progress/<experiment>/")
+    parser.add_argument("--fresh", action="store_true", help="discard the work directory's earlier results")
+    parser.add_argument(
+        "--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)"
+    )
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--live", dest="live", action="store_true", default=None, help="force the live view")
+    view.add_argument("--plain", dest="live", action="store_false", help="plain line output")
+    parser.add_argument(
+        "--suggestion-address",
+        default=None,
+        help="use a running suggestion service instead of an embedded one",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from katib_progress.local.experiment import load_experiment
+    from katib_progress.local.runner import SweepOptions, default_workdir, run_sweep
+
+    try:
+        exp = load_experiment(args.experiment)
+        workdir = args.workdir or default_workdir(exp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        with _log_to_file(workdir / "sweep.log", quiet_console=getattr(args, "log_level", "INFO") == "INFO"):
+            result = run_sweep(
+                exp,
+                SweepOptions(
+                    workdir=workdir,
+                    grace_s=args.grace,
+                    live=args.live,
+                    fresh=args.fresh,
+                    suggestion_address=args.suggestion_address,
+                ),
+            )
+    except KeyboardInterrupt:
+        sys.stderr.write("katib-progress sweep: interrupted before any trial started\n")
+        return 130
+    except ConfigError as exc:
+        sys.stderr.write(f"katib-progress sweep: invalid experiment: {exc}\n")
+        return 2
+    except KatibProgressError as exc:
+        sys.stderr.write(f"katib-progress sweep: {exc}\n")
+        return 1
+    if result.exit_code != 0:
+        sys.stderr.write(f"katib-progress sweep: {result.summary.reason}: {result.message}\n")
+    return result.exit_code
+
+
+@contextmanager
+def _log_to_file(path: Path, *, quiet_console: bool) -> Iterator[None]:
+    """Service logs go to ``sweep.log`` in the work directory; the terminal keeps the view (and
+    errors) unless a log level was asked for explicitly with ``--log-level``."""
+    root = logging.getLogger()
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    saved = [(h, h.level) for h in root.handlers]
+    if quiet_console:
+        for h, level in saved:
+            h.setLevel(max(level, logging.ERROR))
+    old_level = root.level
+    root.setLevel(min(old_level or logging.INFO, logging.INFO))
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(old_level)
+        for h, level in saved:
+            h.setLevel(level)

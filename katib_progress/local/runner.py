@@ -1,0 +1,388 @@
+"""``run_sweep``: run a Katib Experiment on this machine, trials as local processes, live pruning.
+
+The main loop (one thread) owns every trial's state; the status endpoint and the pipeline worker
+only enqueue. Rules (Katib's, unless docs/local.md says otherwise):
+
+- exit 0 with the objective in the observation log -> Succeeded; exit 0 without it ->
+  MetricsUnavailable; non-zero exit -> Failed; pruned -> EarlyStopped (whatever the exit code).
+- the experiment succeeds when the goal is reached (running trials are Killed), when
+  maxTrialCount trials completed, or when the suggestion service has nothing more to suggest; it
+  fails when more than maxFailedTrialCount trials failed (Failed + MetricsUnavailable).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import signal
+import string
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from collector.pipeline import JobRef
+from katib_progress.errors import ConfigError, KatibProgressError
+from katib_progress.local import _state
+from katib_progress.local._katib import ObservationReader, SuggestionClient
+from katib_progress.local._pipeline import LocalPipeline, PruneRequest
+from katib_progress.local._process import LaunchSpec, TrialProcess, new_token, stop_orphan
+from katib_progress.local._services import Pruner, start_services
+from katib_progress.local._view import SweepView, format_params
+from katib_progress.local.endpoint import StatusEndpoint
+from katib_progress.local.experiment import LocalExperiment
+from katib_progress.local.summary import SweepSummary, TrialSummary, write_summary
+
+_log = logging.getLogger(__name__)
+
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOptions:
+    workdir: Path | None = None
+    grace_s: float = 5.0
+    poll_s: float = 0.2
+    live: bool | None = None  # None: a live view when stdout is a terminal
+    fresh: bool = False
+    suggestion_address: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    exit_code: int
+    summary: SweepSummary
+    workdir: Path
+    message: str
+
+
+def default_workdir(exp: LocalExperiment) -> Path:
+    return Path(".katib-progress") / exp.name
+
+
+def run_sweep(
+    exp: LocalExperiment, options: SweepOptions | None = None, *, view: SweepView | None = None
+) -> SweepResult:
+    opts = options or SweepOptions()
+    workdir = (opts.workdir or default_workdir(exp)).resolve()
+    previous = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
+    sweep = _Sweep(exp, opts, workdir, previous, view or SweepView(live=opts.live))
+    return sweep.run()
+
+
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM both stop the sweep cleanly (trials stopped, state kept)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    fired = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if fired:  # already stopping: trials get SIGKILL after the grace period anyway
+            _log.warning("already stopping (signal %d ignored)", signum)
+            return
+        fired = True
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+class _Sweep:
+    def __init__(
+        self,
+        exp: LocalExperiment,
+        opts: SweepOptions,
+        workdir: Path,
+        previous: SweepSummary | None,
+        view: SweepView,
+    ) -> None:
+        self.exp = exp
+        self.opts = opts
+        self.workdir = workdir
+        self.view = view
+        self.book = _state.Book.resume(exp, workdir, previous)
+        self._procs: dict[str, TrialProcess] = {}
+        self._jobs: dict[str, JobRef] = {}
+        self._prunes: dict[str, PruneRequest] = {}
+        self._kills: dict[str, tuple[str, str]] = {}
+        self._exhausted = False
+        self._t0 = time.monotonic()
+        self._flush: Callable[[], bool] = lambda: True
+        self._pruner: Pruner | None = None
+
+    def run(self) -> SweepResult:
+        with _signals_as_interrupt():
+            return self._run()
+
+    def _run(self) -> SweepResult:
+        services = start_services(self.workdir, self.opts.suggestion_address)
+        self._flush = lambda: services.sink.flush(10.0)
+        closers: list[Callable[[], object]] = [services.stop]
+        try:
+            pruner = (
+                Pruner.create(self.exp, services.suggestion_address)
+                if self.exp.doc.spec.early_stopping
+                else None
+            )
+            if pruner is not None:
+                closers.append(pruner.close)
+            self._pruner = pruner
+            reader = ObservationReader(services.store_address)
+            suggestions = SuggestionClient(services.suggestion_address)
+            closers += [reader.close, suggestions.close]
+            suggestions.validate(self.exp)
+        except BaseException:
+            for close in reversed(closers):
+                close()
+            raise
+        pipeline = LocalPipeline(services.sink, pruner.decide if pruner else None).start()
+        endpoint = StatusEndpoint(pipeline.submit).start()
+        closers += [pipeline.stop, endpoint.stop]
+        try:
+            self.view.start(self.exp, self.workdir)
+            try:
+                self._loop(pipeline, endpoint, reader, suggestions)
+            except KeyboardInterrupt:
+                self._stop_all(pipeline, endpoint, reader, status="Interrupted", reason="SweepInterrupted")
+                self.book.finish(
+                    "Interrupted", "SweepInterrupted", "interrupted; run the same command to resume"
+                )
+            except KatibProgressError as exc:
+                _log.error("sweep stopped: %s", exc)
+                self._stop_all(pipeline, endpoint, reader, status="Interrupted", reason="SweepError")
+                self.book.finish("Failed", "SweepError", str(exc))
+        finally:
+            for close in reversed(closers):
+                close()
+            self.view.update(self._summary(), {})
+            self.view.stop()
+        summary = self._save()
+        self.view.finish(summary, self.workdir)
+        code = 0 if summary.status == "Succeeded" else (130 if summary.status == "Interrupted" else 1)
+        return SweepResult(code, summary, self.workdir, summary.message)
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def _loop(
+        self,
+        pipeline: LocalPipeline,
+        endpoint: StatusEndpoint,
+        reader: ObservationReader,
+        sugg: SuggestionClient,
+    ) -> None:
+        for name in self.book.to_rerun():
+            pid = self.book.trials[name].pid
+            if pid is not None:
+                stop_orphan(pid, self.workdir / "trials" / name, self.opts.grace_s)
+            reader.delete(name)
+        while True:
+            self._take_prunes(pipeline)
+            for name, proc in list(self._procs.items()):
+                proc.enforce(self.opts.grace_s)
+                code = proc.poll()
+                if code is not None:
+                    self._finalize(name, code, pipeline, endpoint, reader)
+            verdict = self.book.verdict(self._exhausted and not self._procs)
+            if verdict is not None:
+                status, reason, message = verdict
+                if self._procs:
+                    self._stop_all(pipeline, endpoint, reader, status="Killed", reason=reason)
+                self.book.finish(status, reason, message)
+                return
+            self._launch(pipeline, endpoint, sugg)
+            self.view.update(self._summary(), {n: pipeline.live(n) for n in self._procs})
+            time.sleep(self.opts.poll_s)
+
+    def _take_prunes(self, pipeline: LocalPipeline) -> None:
+        while not pipeline.prunes.empty():
+            request = pipeline.prunes.get_nowait()
+            proc = self._procs.get(request.trial)
+            if proc is None or proc.terminating:
+                continue
+            self._prunes[request.trial] = request
+            proc.terminate()
+            self.view.event(f"prune {request.trial}: {request.decision.reason}")
+
+    def _launch(self, pipeline: LocalPipeline, endpoint: StatusEndpoint, sugg: SuggestionClient) -> None:
+        room = self.book.room(len(self._procs))
+        for name in self.book.to_rerun()[:room]:
+            self._start(self.book.trials[name], pipeline, endpoint)
+            room -= 1
+        if room <= 0 or self._exhausted:
+            return
+        trials = list(self.book.trials.values())
+        total = self.book.summary_requests + room
+        assignments = sugg.get(self.exp, trials, current=room, total=total)
+        self.book.summary_requests = total
+        if not assignments:
+            self._exhausted = True
+            return
+        for assignment in assignments[:room]:
+            name = assignment.trial_name or self._new_name()
+            trial = TrialSummary(name=name, params=dict(assignment.params), labels=dict(assignment.labels))
+            self.book.put(trial)
+            self._start(trial, pipeline, endpoint)
+
+    def _new_name(self) -> str:
+        while True:
+            name = f"{self.exp.name}-" + "".join(secrets.choice(_ALPHABET) for _ in range(8))
+            if name not in self.book.trials:
+                return name
+
+    def _start(self, trial: TrialSummary, pipeline: LocalPipeline, endpoint: StatusEndpoint) -> None:
+        now = datetime.now(UTC)
+        base = trial.model_copy(
+            update={
+                "status": "Running",
+                "reason": "",
+                "message": "",
+                "started_at": now,
+                "ended_at": None,
+                "attempts": trial.attempts + 1,
+                "progress": None,
+                "eta_s": None,
+                "exit_code": None,
+                "objective": None,
+                "observation": {},
+                "latest_metrics": {},
+                "eta_at_prune_s": None,
+                "policy": "",
+            }
+        )
+        try:
+            rendered = self.exp.render(trial.name, trial.params)
+        except ConfigError as exc:
+            self.book.put(
+                base.model_copy(
+                    update={
+                        "status": "Failed",
+                        "reason": "InvalidTemplate",
+                        "message": str(exc),
+                        "ended_at": now,
+                    }
+                )
+            )
+            self.view.event(f"trial {trial.name} failed: {exc}")
+            return
+        ns = self.exp.namespace
+        token = new_token()
+        job = JobRef(ns, trial.name, uuid.uuid4().hex, self.exp.name, trial.name, now)
+        endpoint.register(ns, trial.name, token)
+        pipeline.track(job)
+        spec = LaunchSpec(
+            argv=rendered.argv,
+            workdir=self.workdir / "trials" / trial.name,
+            status_url=endpoint.url_for(ns, trial.name),
+            token=token,
+            env=rendered.env,
+        )
+        try:
+            proc = TrialProcess(spec)
+        except OSError as exc:
+            endpoint.unregister(ns, trial.name)
+            pipeline.untrack(job)
+            message = f"cannot start {rendered.argv[0]!r}: {exc.strerror or exc}"
+            self.book.put(
+                base.model_copy(
+                    update={"status": "Failed", "reason": "StartFailed", "message": message, "ended_at": now}
+                )
+            )
+            self.view.event(f"trial {trial.name} failed to start: {message}")
+            return
+        self._procs[trial.name] = proc
+        self._jobs[trial.name] = job
+        self.book.put(base.model_copy(update={"pid": proc.pid}))
+        self._save()
+        self.view.event(f"start {trial.name} {format_params(trial.params)}")
+
+    def _finalize(
+        self,
+        name: str,
+        code: int,
+        pipeline: LocalPipeline,
+        endpoint: StatusEndpoint,
+        reader: ObservationReader,
+    ) -> None:
+        proc = self._procs.pop(name)
+        job = self._jobs.pop(name)
+        elapsed = time.monotonic() - proc.started
+        # Katib reads the observation log once, when the job completes: the trial's last snapshots
+        # must be in the store first.
+        pipeline.drain()
+        endpoint.unregister(job.namespace, name)
+        pipeline.untrack(job)
+        if not self._flush():
+            _log.warning("observation rows of %s may be incomplete (flush timed out)", name)
+        observation = reader.observation(name, self.exp.strategies())
+        live = pipeline.live(name)
+        trial = self.book.trials[name]
+        update = _state.outcome(
+            self.exp,
+            code,
+            observation,
+            self._prunes.pop(name, None),
+            self._kills.pop(name, None),
+            workdir=self.workdir / "trials" / name,
+        )
+        update.update(
+            exit_code=code,
+            elapsed_s=elapsed,
+            compute_s=trial.compute_s + elapsed,
+            ended_at=datetime.now(UTC),
+            observation=observation,
+            objective=observation.get(self.exp.doc.spec.objective.objective_metric_name),
+        )
+        if live is not None:
+            update.update(progress=live.progress, eta_s=live.eta_s, latest_metrics=dict(live.metrics))
+        done = trial.model_copy(update=update)
+        self.book.put(done)
+        if self._pruner is not None:
+            self._pruner.finish(name, done.status)
+        self._save()
+        self.view.event(_state.describe(done))
+
+    def _stop_all(
+        self,
+        pipeline: LocalPipeline,
+        endpoint: StatusEndpoint,
+        reader: ObservationReader,
+        *,
+        status: str,
+        reason: str,
+    ) -> None:
+        for name, proc in self._procs.items():
+            self._kills[name] = (status, reason)
+            proc.terminate()
+        deadline = time.monotonic() + self.opts.grace_s
+        while self._procs:
+            for name, proc in list(self._procs.items()):
+                if time.monotonic() >= deadline:
+                    proc.enforce(0.0)
+                code = proc.poll()
+                if code is not None:
+                    self._finalize(name, code, pipeline, endpoint, reader)
+            time.sleep(0.05)
+
+    def _summary(self) -> SweepSummary:
+        return self.book.summary(wall_s=time.monotonic() - self._t0)
+
+    def _save(self) -> SweepSummary:
+        summary = self._summary()
+        write_summary(self.workdir, summary)
+        return summary
+
+
+__all__ = ["SweepOptions", "SweepResult", "default_workdir", "run_sweep"]

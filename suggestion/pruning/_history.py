@@ -1,0 +1,143 @@
+"""Per-trial learning curves as the pruning policies see them (Katib-free, no gRPC).
+
+A trial's objective is kept twice: the raw points as reported (progress %, value) and the same curve
+resampled onto a fixed progress grid (linear interpolation between consecutive reports), so that peers
+reporting at different progress values can be compared step by step (Optuna pruners compare values at
+equal integer steps).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+
+class Direction(enum.Enum):
+    MINIMIZE = "minimize"
+    MAXIMIZE = "maximize"
+
+    def better(self, a: float, b: float) -> bool:
+        """True when ``a`` is strictly better than ``b``."""
+        return a < b if self is Direction.MINIMIZE else a > b
+
+    def best(self, values: list[float]) -> float:
+        return min(values) if self is Direction.MINIMIZE else max(values)
+
+
+class TrialState(enum.Enum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PRUNED = "pruned"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self is not TrialState.RUNNING
+
+
+@dataclass(slots=True)
+class TrialHistory:
+    """Mutable state the engine keeps for one trial; policies only read it.
+
+    ``progress``/``values`` hold finite objective values in increasing progress order; ``grid`` maps
+    grid step -> interpolated value for every grid step the curve has crossed.
+    """
+
+    name: str
+    grid_step: float
+    progress: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    grid: dict[int, float] = field(default_factory=dict)
+    last_progress: float | None = None
+    elapsed_s: float | None = None
+    eta_s: float | None = None
+    state: TrialState = TrialState.RUNNING
+
+    @property
+    def first_value(self) -> float | None:
+        return self.values[0] if self.values else None
+
+    @property
+    def last_value(self) -> float | None:
+        return self.values[-1] if self.values else None
+
+    @property
+    def last_step(self) -> int | None:
+        return max(self.grid) if self.grid else None
+
+    def best_value(self, direction: Direction) -> float | None:
+        return direction.best(self.values) if self.values else None
+
+    def remaining_fraction(self) -> float | None:
+        """Share of the trial's total compute still ahead, from the ETA when known, else progress."""
+        if self.eta_s is not None and self.elapsed_s is not None and self.elapsed_s + self.eta_s > 0:
+            return self.eta_s / (self.elapsed_s + self.eta_s)
+        if self.last_progress is not None:
+            return max(0.0, 100.0 - self.last_progress) / 100.0
+        return None
+
+    def add(self, progress: float, value: float) -> list[tuple[int, float]]:
+        """Append one finite objective value; return the grid steps it newly fills.
+
+        A value at the same progress as the last one replaces it (only the raw curve changes: grid
+        steps already filled are kept, so a repeated report never rewrites history). A value at a
+        lower progress than the last one is ignored (a restarted job re-reporting old progress).
+        """
+        if self.progress and progress < self.progress[-1]:
+            return []
+        if self.progress and progress == self.progress[-1]:
+            self.values[-1] = value
+            return []
+        new: list[tuple[int, float]] = []
+        step_hi = math.floor(progress / self.grid_step + 1e-9)
+        if not self.progress:
+            new.append((step_hi, value))
+        else:
+            p0, v0 = self.progress[-1], self.values[-1]
+            step_lo = math.floor(p0 / self.grid_step + 1e-9) + 1
+            for step in range(step_lo, step_hi + 1):
+                x = step * self.grid_step
+                new.append((step, v0 + (value - v0) * (x - p0) / (progress - p0)))
+        self.progress.append(progress)
+        self.values.append(value)
+        for step, v in new:
+            self.grid[step] = v
+        return new
+
+    def curve(self) -> list[tuple[float, float]]:
+        return list(zip(self.progress, self.values, strict=True))
+
+    def value_at(self, progress: float) -> float | None:
+        """Linearly interpolated objective at ``progress`` (None outside the observed range)."""
+        if not self.progress or progress < self.progress[0] or progress > self.progress[-1]:
+            return None
+        for i in range(1, len(self.progress)):
+            if self.progress[i] >= progress:
+                p0, p1 = self.progress[i - 1], self.progress[i]
+                v0, v1 = self.values[i - 1], self.values[i]
+                return v1 if p1 == p0 else v0 + (v1 - v0) * (progress - p0) / (p1 - p0)
+        return self.values[0]
+
+
+@dataclass(slots=True)
+class ExperimentState:
+    """Every trial the engine has seen for one experiment, plus experiment-wide accounting."""
+
+    direction: Direction
+    trials: dict[str, TrialHistory] = field(default_factory=dict)
+
+    def peers(self, trial: str) -> list[TrialHistory]:
+        return [t for name, t in self.trials.items() if name != trial]
+
+    def best_other(self, trial: str) -> tuple[float, str] | None:
+        """Best objective value any other trial has observed, and which trial observed it."""
+        best: tuple[float, str] | None = None
+        for t in self.peers(trial):
+            v = t.best_value(self.direction)
+            if v is not None and (best is None or self.direction.better(v, best[0])):
+                best = (v, t.name)
+        return best
+
+    def gpu_seconds(self, gpus_per_trial: float) -> float:
+        return sum((t.elapsed_s or 0.0) for t in self.trials.values()) * gpus_per_trial

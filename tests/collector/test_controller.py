@@ -1,0 +1,145 @@
+"""Collector (watcher -> SnapshotProcessor -> sink) against the stand-in, with the in-memory sink."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from collector.controller import BACKPRESSURE, Collector, CollectorSettings, main
+from collector.kube import BackoffSettings, WatchSettings
+from collector.kube import watcher as w
+from collector.rows import PROGRESS_METRIC, SEQ_METRIC
+from collector.sinks import MemorySink
+from katib_progress.core.types import ProgressPoint
+from katib_progress.errors import TemporaryError
+from tests.kubestandin import KubeStandin
+from tests.kubestandin.objects import Objects, trainer_status
+from tests.kubestandin.waiting import running, wait_until
+
+T0 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _settings(**overrides: object) -> CollectorSettings:
+    base: dict[str, object] = {
+        "watch": WatchSettings(backoff=BackoffSettings(initial_s=0.01, max_s=0.05), watch_timeout_s=30),
+        "retry_interval_s": 0.05,
+        "flush_timeout_s": 2.0,
+    }
+    base.update(overrides)
+    return CollectorSettings(**base)  # type: ignore[arg-type]
+
+
+def _values(sink: MemorySink, trial: str, name: str) -> list[str]:
+    return [row.value for row in sink.rows(trial) if row.name == name]
+
+
+def _watching(collector: Collector) -> None:
+    """Wait until the collector listed and watches: snapshots written earlier are only seen as the latest."""
+    wait_until(lambda: collector.counters.get(w.WATCHES, scope="*") >= 1)
+
+
+@pytest.fixture
+def objs(kube: KubeStandin) -> Objects:
+    return Objects(kube.api_client())
+
+
+def test_snapshots_become_rows_and_points(kube: KubeStandin, objs: Objects) -> None:
+    job = objs.trial_job("trial-1", "exp-1")
+    objs.trainjob("stray")  # not owned by a Trial: ignored
+    objs.set_status("stray", trainer_status(T0, progress=50))
+    points: list[ProgressPoint] = []
+    lock = threading.Lock()
+
+    def on_point(point: ProgressPoint) -> None:
+        with lock:
+            points.append(point)
+
+    sink = MemorySink()
+    collector = Collector(_settings(), sink, kube.api_client(), on_point=on_point)
+    base = datetime.now(UTC).replace(microsecond=0)  # not before the TrainJob's creation
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        for i in range(1, 4):
+            status = trainer_status(base + timedelta(seconds=i), progress=i, metrics={"loss": f"{1 / i:.4f}"})
+            objs.set_status("trial-1", status)
+        wait_until(lambda: len(_values(sink, "trial-1", SEQ_METRIC)) == 3)
+    assert sink.trials() == ["trial-1"]
+    assert _values(sink, "trial-1", PROGRESS_METRIC) == ["1", "2", "3"]
+    assert _values(sink, "trial-1", "loss") == ["1.0000", "0.5000", "0.3333"]
+    with lock:
+        assert [(p.experiment, p.trial, p.progress) for p in points] == [
+            ("exp-1", "trial-1", float(i)) for i in (1, 2, 3)
+        ]
+        # JobRef.started_at is the TrainJob's creationTimestamp: elapsed is measured from it.
+        created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        assert points[0].elapsed_s == ((base + timedelta(seconds=1)) - created).total_seconds()
+
+
+def test_refused_snapshots_are_redelivered_in_order(kube: KubeStandin, objs: Objects) -> None:
+    objs.trial_job("t")
+    sink = MemorySink()
+    collector = Collector(_settings(), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        objs.set_status("t", trainer_status(T0, progress=1))
+        wait_until(lambda: _values(sink, "t", PROGRESS_METRIC) == ["1"])
+        sink.fail_with = TemporaryError("db manager down")
+        for i in (2, 3, 4):
+            objs.set_status("t", trainer_status(T0 + timedelta(seconds=i), progress=i))
+        wait_until(lambda: collector.retry_pending() == 3)
+        sink.fail_with = None
+        wait_until(lambda: _values(sink, "t", PROGRESS_METRIC) == ["1", "2", "3", "4"])
+    assert collector.retry_pending() == 0
+
+
+def test_full_queue_pushes_back_on_the_watch(kube: KubeStandin, objs: Objects) -> None:
+    objs.trial_job("t")
+    sink = MemorySink()
+    sink.fail_with = TemporaryError("down")
+    collector = Collector(_settings(max_pending_per_job=2), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        for i in range(1, 6):
+            objs.set_status("t", trainer_status(T0 + timedelta(seconds=i), progress=i))
+        wait_until(lambda: collector.counters.get(BACKPRESSURE) >= 1)
+        sink.fail_with = None
+        wait_until(lambda: _values(sink, "t", PROGRESS_METRIC) == ["1", "2", "3", "4", "5"])
+    # Nothing lost, nothing twice, although the watch was made to back off.
+    assert _values(sink, "t", SEQ_METRIC) == sorted(set(_values(sink, "t", SEQ_METRIC)), key=int)
+
+
+def test_deleted_trainjob_is_forgotten(kube: KubeStandin, objs: Objects) -> None:
+    objs.trial_job("t")
+    sink = MemorySink()
+    collector = Collector(_settings(), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        objs.set_status("t", trainer_status(T0, progress=1))
+        wait_until(lambda: len(collector.processor) == 1)
+        objs.delete_trainjob("t")
+        wait_until(lambda: len(collector.processor) == 0)
+
+
+def test_run_iterations_seam(kube: KubeStandin, objs: Objects) -> None:
+    objs.trial_job("t")
+    objs.set_status("t", trainer_status(T0, progress=5))
+    sink = MemorySink()
+    collector = Collector(_settings(watch=WatchSettings(watch_timeout_s=1)), sink, kube.api_client())
+    collector.run(_iterations=1)  # just the list
+    assert _values(sink, "t", PROGRESS_METRIC) == ["5"]
+
+
+def test_main_rejects_a_missing_kubeconfig(tmp_path: Path) -> None:
+    args = argparse.Namespace(kubeconfig=str(tmp_path / "nope"), namespace=None, db_manager="127.0.0.1:1")
+    assert main(args) == 2
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="retry_interval_s"):
+        CollectorSettings(retry_interval_s=0)
+    with pytest.raises(ValueError, match="watch_timeout_s"):
+        WatchSettings(watch_timeout_s=0)

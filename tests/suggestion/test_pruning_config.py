@@ -1,0 +1,90 @@
+"""PruningConfig.from_settings: typed settings, errors naming the setting, the value and what is allowed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from katib_progress.errors import ConfigError
+from suggestion.pruning import PruningConfig, PruningEngine, build_policy
+from suggestion.pruning.policies import AnyOf, CostGuard, DivergencePolicy, NopPolicy
+
+
+def test_defaults_and_string_settings_are_typed() -> None:
+    config = PruningConfig.from_settings(
+        "eval_loss", "MINIMIZE", {"percentile": "30", "stall_spare_leader": "false", "startup_trials": "2"}
+    )
+    assert config.direction == "minimize"
+    assert config.percentile == 30.0
+    assert config.stall_spare_leader is False
+    assert config.startup_trials == 2
+    assert config.policy_names == ("divergence", "stall", "percentile")
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "fragment"),
+    [
+        ({"percentile": "150"}, "percentile", "150"),
+        ({"percentile": "abc"}, "percentile", "abc"),
+        ({"grid_step": "0"}, "grid_step", "greater than 0"),
+        ({"policy": "median,bogus"}, "policy", "bogus"),
+        ({"policy": "threshold"}, "settings", "threshold_lower or threshold_upper"),
+        ({"min_resource": "lots"}, "min_resource", "lots"),
+        ({"deadline": "2026-01-01T00:00:00"}, "deadline", "timezone"),
+        ({"divergence_factor": "inf"}, "divergence_factor", "inf"),
+        ({"frobnicate": "1"}, "frobnicate", "allowed:"),
+    ],
+)
+def test_invalid_settings_name_the_setting_and_value(
+    settings: dict[str, str], field: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        PruningConfig.from_settings("eval_loss", "minimize", settings)
+    assert err.value.field == field
+    assert fragment in str(err.value)
+
+
+def test_objective_and_direction_are_validated() -> None:
+    with pytest.raises(ConfigError) as err:
+        PruningConfig.from_settings("", "minimize", {})
+    assert err.value.field == "objective_metric"
+    with pytest.raises(ConfigError) as err:
+        PruningConfig.from_settings("acc", "sideways", {})
+    assert err.value.field == "direction"
+    assert "sideways" in str(err.value)
+
+
+def test_to_settings_round_trips() -> None:
+    config = PruningConfig.from_settings(
+        "acc",
+        "maximize",
+        {
+            "policy": "median,extrapolation,threshold",
+            "threshold_lower": "0.1",
+            "deadline": "2026-03-01T12:00:00+00:00",
+            "gpu_hour_budget": "12.5",
+            "stall_spare_leader": "false",
+        },
+    )
+    again = PruningConfig.from_settings("acc", "maximize", config.to_settings())
+    assert again == config
+    assert again.deadline == datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_default_policy_tree_keeps_divergence_outside_the_cost_guard() -> None:
+    policy = build_policy(PruningConfig.from_settings("eval_loss", "minimize", {}))
+    assert isinstance(policy, AnyOf)
+    assert isinstance(policy.policies[0], DivergencePolicy)
+    assert isinstance(policy.policies[-1], CostGuard)
+    assert policy.describe() == "any_of(divergence,cost_guard(any_of(stall,percentile)))"
+
+
+def test_nop_builds_a_never_pruning_engine() -> None:
+    engine = PruningEngine(PruningConfig.from_settings("eval_loss", "minimize", {"policy": "nop"}))
+    assert isinstance(engine.policy, NopPolicy)
+
+
+def test_budget_settings_add_the_budget_policy() -> None:
+    config = PruningConfig.from_settings("l", "minimize", {"policy": "median", "gpu_hour_budget": "3"})
+    assert "budget" in build_policy(config).describe()
