@@ -79,20 +79,33 @@ class _Term:
         self.jobs: dict[tuple[str, str], JobRef] = {}
         self._lock = threading.Lock()
         self.forwarder = PruningForwarder(
-            cc.experiments, cc.enforcer.prune, settings=o.forwarder, counters=cc.counters,
+            cc.experiments,
+            cc.enforcer.prune,
+            settings=o.forwarder,
+            counters=cc.counters,
             client_factory=cc.client_factory,
         )
         self.final = FinalMetricsMarker(
-            cc.api_client, cc.reader, events=cc.events, counters=cc.counters,
-            poll_initial_s=o.final_poll_initial_s, poll_max_s=max(o.final_poll_initial_s, o.final_poll_max_s),
+            cc.api_client,
+            cc.reader,
+            events=cc.events,
+            counters=cc.counters,
+            poll_initial_s=o.final_poll_initial_s,
+            poll_max_s=max(o.final_poll_initial_s, o.final_poll_max_s),
         )
         self.collector = _HookedCollector(
             self, o.collector, self.sink, cc.api_client, on_point=self.on_point, counters=cc.counters
         )
         self.watchdog = (
-            Watchdog(cc.api_client, cc.enforcer, counters=cc.counters, namespaces=o.collector.watch.namespaces,
-                     interval_s=o.watchdog_interval_s)
-            if o.watchdog else None
+            Watchdog(
+                cc.api_client,
+                cc.enforcer,
+                counters=cc.counters,
+                namespaces=o.collector.watch.namespaces,
+                interval_s=o.watchdog_interval_s,
+            )
+            if o.watchdog
+            else None
         )
         self._threads: list[threading.Thread] = []
 
@@ -131,6 +144,9 @@ class _Term:
         if self.watchdog is not None:
             self._thread(self.watchdog.run, "watchdog")
         self._thread(self.collector.run, "collector")
+
+    def alive(self) -> bool:
+        return all(thread.is_alive() for thread in self._threads)
 
     def stop(self) -> bool:
         self.collector.stop()
@@ -178,6 +194,11 @@ class ClusterCollector:
     @property
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.term is not None
+
+    def healthy(self) -> bool:
+        """False when a thread of the current term died (the loop is wedged: restart the pod)."""
+        term = self.term
+        return term is None or term.alive()
 
     def ready(self) -> bool:
         if self.elector is None:

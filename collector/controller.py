@@ -147,6 +147,10 @@ class Collector:
             if left:
                 _log.warning("%d refused snapshot(s) not delivered at shutdown", left)
 
+    def has_synced(self) -> bool:
+        """True once the watcher has listed every namespace scope (see ``TrainJobWatcher.has_synced``)."""
+        return self.watcher.has_synced()
+
     def stop(self) -> None:
         self._stopping.set()
         self.watcher.stop()

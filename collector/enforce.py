@@ -12,7 +12,8 @@
    finished, or is not the TrainJob the point came from (uid), so its GPUs are freed even with
    ``retain: true``;
 4. records an Event (events.k8s.io/v1) on the Trial and on the TrainJob with the policy, reason and
-   evidence (deterministic names: a retry updates instead of duplicating).
+   evidence, only when something changed (deterministic names: a TrainJob suspended again, e.g.
+   after someone resumed a pruned job, updates its Event's ``series`` instead of duplicating it).
 
 API failures raise ``TemporaryError``/``PermanentError`` after the steps already done; calling
 ``prune`` again resumes where it stopped.
@@ -165,7 +166,11 @@ class Enforcer:
             return False
         try:
             self._api.patch_namespaced_custom_object(
-                *TRAINER, job.namespace, "trainjobs", job.name, {"spec": {"suspend": True}},
+                *TRAINER,
+                job.namespace,
+                "trainjobs",
+                job.name,
+                {"spec": {"suspend": True}},
                 _request_timeout=self._timeout,
             )
         except client.ApiException as exc:
@@ -184,16 +189,25 @@ class Enforcer:
             _log.info("trial %s/%s not pruned: %s", job.namespace, job.trial, result.value)
             return result
         suspended = self.suspend(job)
+        if result is EnforceResult.ALREADY_STOPPED and not suspended:
+            self.counters.inc(ENFORCED, result=result.value)
+            return result  # nothing changed: no new Event
         note = f"{describe(decision)}; TrainJob {job.name} " + ("suspended" if suspended else "not running")
-        if trial is not None:
+        if trial is not None and result is EnforceResult.PRUNED:
             meta = trial.get("metadata") or {}
             self.events.record(
-                ObjectRef("kubeflow.org/v1beta1", "Trial", job.namespace, job.trial, str(meta.get("uid") or "")),
-                reason=EVENT_REASON, action="EarlyStop", note=note,
+                ObjectRef(
+                    "kubeflow.org/v1beta1", "Trial", job.namespace, job.trial, str(meta.get("uid") or "")
+                ),
+                reason=EVENT_REASON,
+                action="EarlyStop",
+                note=note,
             )
         self.events.record(
             ObjectRef("trainer.kubeflow.org/v1alpha1", "TrainJob", job.namespace, job.name, job.uid),
-            reason=EVENT_REASON, action="Suspend", note=note,
+            reason=EVENT_REASON,
+            action="Suspend",
+            note=note,
         )
         self.counters.inc(ENFORCED, result=result.value)
         _log.info(
@@ -202,6 +216,11 @@ class Enforcer:
             job.trial,
             result.value,
             note,
-            extra={"event": "pruned", "trial": job.trial, "namespace": job.namespace, "policy": decision.policy},
+            extra={
+                "event": "pruned",
+                "trial": job.trial,
+                "namespace": job.namespace,
+                "policy": decision.policy,
+            },
         )
         return result

@@ -75,9 +75,7 @@ class EventRecorder:
         digest = hashlib.sha256(f"{ref.uid or ref.name}\x00{reason}".encode()).hexdigest()[:12]
         return f"{ref.name[:200]}.{digest}"
 
-    def record(
-        self, ref: ObjectRef, *, reason: str, action: str, note: str, type_: str = "Normal"
-    ) -> bool:
+    def record(self, ref: ObjectRef, *, reason: str, action: str, note: str, type_: str = "Normal") -> bool:
         name = self.event_name(ref, reason)
         now = micro_time(self._clock())
         note = note if len(note) <= _NOTE_MAX else note[: _NOTE_MAX - 3] + "..."
@@ -113,8 +111,14 @@ class EventRecorder:
                 result = "updated"
         except (client.ApiException, OSError) as exc:
             self.counters.inc(EVENTS, reason=reason, result="failed")
-            _log.warning("Event %s on %s %s/%s not recorded: %s", reason, ref.kind, ref.namespace, ref.name,
-                         classify(exc))
+            _log.warning(
+                "Event %s on %s %s/%s not recorded: %s",
+                reason,
+                ref.kind,
+                ref.namespace,
+                ref.name,
+                classify(exc),
+            )
             return False
         self.counters.inc(EVENTS, reason=reason, result=result)
         return True

@@ -174,13 +174,19 @@ class FinalMetricsMarker:
         except OSError as exc:
             raise classify(exc) from exc
         self.counters.inc(MARKED)
-        _log.info("TrainJob %s/%s: final metrics stored; marker set", job.namespace, job.name,
-                  extra={"event": "final_metrics", "trial": job.trial, "namespace": job.namespace})
+        _log.info(
+            "TrainJob %s/%s: final metrics stored; marker set",
+            job.namespace,
+            job.name,
+            extra={"event": "final_metrics", "trial": job.trial, "namespace": job.namespace},
+        )
         if self.events is not None:
             self.events.record(
                 ObjectRef("trainer.kubeflow.org/v1alpha1", "TrainJob", job.namespace, job.name, job.uid),
-                reason="FinalMetricsWritten", action="Annotate",
-                note=f"final metrics of trial {job.trial} are stored in Katib's DB; {MARKER_ANNOTATION}={MARKER_VALUE}",
+                reason="FinalMetricsWritten",
+                action="Annotate",
+                note=f"final metrics of trial {job.trial} are stored in Katib's DB; "
+                f"{MARKER_ANNOTATION}={MARKER_VALUE}",
             )
         return True
 

@@ -24,7 +24,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from collector.counters import Counters
-from collector.experiments import ExperimentCache
+from collector.experiments import ExperimentInfo
 from collector.pipeline import JobRef
 from katib_progress.core.types import Decision, ProgressPoint
 from katib_progress.errors import KatibProgressError, PermanentError, TemporaryError
@@ -57,6 +57,12 @@ class ForwarderSettings(BaseModel):
         return self.address_template.format(experiment=experiment, algorithm=algorithm, namespace=namespace)
 
 
+class ExperimentSource(Protocol):
+    """What the forwarder needs from the Experiment cache (``ExperimentCache``)."""
+
+    def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningConfig | None]: ...
+
+
 class DecisionClient(Protocol):
     def decide(self, point: ProgressPoint, config: PruningConfig | None = None) -> Decision: ...
 
@@ -79,7 +85,7 @@ class _Breaker:
 class PruningForwarder:
     def __init__(
         self,
-        experiments: ExperimentCache,
+        experiments: ExperimentSource,
         on_prune: Callable[[JobRef, Decision], object],
         *,
         settings: ForwarderSettings | None = None,
@@ -96,7 +102,6 @@ class PruningForwarder:
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint]] = OrderedDict()
         self._busy: set[str] = set()
-        self._enforced: set[str] = set()
         self._clients: dict[str, DecisionClient] = {}
         self._breakers: dict[str, _Breaker] = {}
         self._stopping = threading.Event()
@@ -106,9 +111,6 @@ class PruningForwarder:
 
     def submit(self, job: JobRef, point: ProgressPoint) -> None:
         with self._cond:
-            if job.key in self._enforced:
-                self.counters.inc(POINTS, result="already_pruned")
-                return
             if self._queue.pop(job.key, None) is not None:
                 self.counters.inc(POINTS, result="superseded")
             elif len(self._queue) >= self.settings.max_pending:
@@ -203,7 +205,9 @@ class PruningForwarder:
         if info is None or config is None:
             self.counters.inc(POINTS, result="not_pruned")
             return
-        address = self.settings.address(experiment=info.name, algorithm=info.algorithm, namespace=job.namespace)
+        address = self.settings.address(
+            experiment=info.name, algorithm=info.algorithm, namespace=job.namespace
+        )
         with self._cond:
             allowed = self._breaker_allows(address)
         if not allowed:
@@ -218,7 +222,10 @@ class PruningForwarder:
             _log.info("pruning service %s: %s", address, exc)
             return
         except PermanentError as exc:
+            # e.g. UNIMPLEMENTED: a stock suggestion image behind the address; back off like a failure
             self.counters.inc(ERRORS, kind="permanent")
+            with self._cond:
+                self._failed(address)
             _log.error("pruning service %s rejected trial %s's point: %s", address, job.trial, exc)
             return
         with self._cond:
@@ -244,14 +251,13 @@ class PruningForwarder:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.error("pruning trial %s failed: %s", job.trial, exc)
                 return
-            with self._cond:
-                self._enforced.add(job.key)
-                self._queue.pop(job.key, None)
             return
-        _log.error("trial %s not pruned after %d attempts; the next PRUNE decision retries", job.trial,
-                   self.settings.enforce_attempts)
+        _log.error(
+            "trial %s not pruned after %d attempts; the next PRUNE decision retries",
+            job.trial,
+            self.settings.enforce_attempts,
+        )
 
     def forget(self, job: JobRef) -> None:
         with self._cond:
             self._queue.pop(job.key, None)
-            self._enforced.discard(job.key)

@@ -48,11 +48,13 @@ class LeaderSettings(BaseModel):
     def _ordered(self) -> LeaderSettings:
         if self.renew_deadline_s >= self.lease_duration_s:
             raise ValueError(
-                f"renew_deadline_s: must be < lease_duration_s ({self.lease_duration_s}), got {self.renew_deadline_s}"
+                f"renew_deadline_s: must be < lease_duration_s ({self.lease_duration_s}), "
+                f"got {self.renew_deadline_s}"
             )
         if self.retry_period_s >= self.renew_deadline_s:
             raise ValueError(
-                f"retry_period_s: must be < renew_deadline_s ({self.renew_deadline_s}), got {self.retry_period_s}"
+                f"retry_period_s: must be < renew_deadline_s ({self.renew_deadline_s}), "
+                f"got {self.retry_period_s}"
             )
         return self
 
@@ -118,11 +120,12 @@ class LeaderElector:
         s = self.settings
         lease = self._read()
         if lease is None:
+            new_spec = self._spec(acquire=None, transitions=0)
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": s.name, "namespace": s.namespace},
-                "spec": self._spec(acquire=None, transitions=0),
+                "spec": new_spec,
             }
             try:
                 self._api.create_namespaced_lease(s.namespace, body, _request_timeout=s.request_timeout_s)
@@ -131,7 +134,7 @@ class LeaderElector:
                     return False  # someone else created it first
                 raise
             self.last_api_success = self._clock()
-            self._observed, self._observed_at = body["spec"], self._clock()
+            self._observed, self._observed_at = new_spec, self._clock()
             return True
         spec = lease.get("spec") or {}
         if spec != self._observed:
@@ -145,7 +148,9 @@ class LeaderElector:
         new_spec = self._spec(acquire=spec.get("acquireTime") if ours else None, transitions=transitions)
         body = {**lease, "spec": new_spec}
         try:
-            self._api.replace_namespaced_lease(s.name, s.namespace, body, _request_timeout=s.request_timeout_s)
+            self._api.replace_namespaced_lease(
+                s.name, s.namespace, body, _request_timeout=s.request_timeout_s
+            )
         except client.ApiException as exc:
             if exc.status == 409:
                 return False
@@ -154,8 +159,13 @@ class LeaderElector:
         self._observed, self._observed_at = new_spec, self._clock()
         if not ours:
             self.transitions += 1
-            _log.info("acquired Lease %s/%s (was %r)", s.namespace, s.name, holder,
-                      extra={"event": "leader_acquired", "identity": s.identity})
+            _log.info(
+                "acquired Lease %s/%s (was %r)",
+                s.namespace,
+                s.name,
+                holder,
+                extra={"event": "leader_acquired", "identity": s.identity},
+            )
         return True
 
     def _attempt(self) -> bool:
@@ -172,8 +182,12 @@ class LeaderElector:
             lease = self._read()
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != s.identity:
                 return
-            spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1,
-                    "renewTime": micro_time(self._wall())}
+            spec = {
+                **lease["spec"],
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "renewTime": micro_time(self._wall()),
+            }
             self._api.replace_namespaced_lease(
                 s.name, s.namespace, {**lease, "spec": spec}, _request_timeout=s.request_timeout_s
             )
@@ -201,13 +215,23 @@ class LeaderElector:
                 last_renew = self._clock()
             elif self._clock() - last_renew >= s.renew_deadline_s:
                 lost = True
-                _log.error("lost Lease %s/%s: not renewed within %.1fs", s.namespace, s.name,
-                           s.renew_deadline_s, extra={"event": "leader_lost"})
+                _log.error(
+                    "lost Lease %s/%s: not renewed within %.1fs",
+                    s.namespace,
+                    s.name,
+                    s.renew_deadline_s,
+                    extra={"event": "leader_lost"},
+                )
                 break
             elif self.holder and self.holder != s.identity:
                 lost = True
-                _log.error("Lease %s/%s taken by %s", s.namespace, s.name, self.holder,
-                           extra={"event": "leader_lost"})
+                _log.error(
+                    "Lease %s/%s taken by %s",
+                    s.namespace,
+                    s.name,
+                    self.holder,
+                    extra={"event": "leader_lost"},
+                )
                 break
         self._leader.clear()
         on_stopped()

@@ -48,18 +48,20 @@ class _CountersCollector(Collector):
             grouped.setdefault(name, []).append(({_LABEL.sub("_", k): v for k, v in labels.items()}, value))
         for name, samples in sorted(grouped.items()):
             names = sorted({k for labels, _ in samples for k in labels})
-            family = CounterMetricFamily(PREFIX + _LABEL.sub("_", name), f"collector counter {name}", labels=names)
+            family = CounterMetricFamily(
+                PREFIX + _LABEL.sub("_", name), f"collector counter {name}", labels=names
+            )
             for labels, value in samples:
                 family.add_metric([labels.get(k, "") for k in names], value)
             families[name] = family
         yield from families.values()
         for name, sample in sorted(self._gauges.items()):
             try:
-                value = float(sample())
+                level = float(sample())
             except (ValueError, TypeError, ArithmeticError, RuntimeError) as exc:
                 _log.debug("gauge %s unavailable: %s", name, exc)
                 continue
-            yield GaugeMetricFamily(PREFIX + name, f"collector gauge {name}", value=value)
+            yield GaugeMetricFamily(PREFIX + name, f"collector gauge {name}", value=level)
 
 
 def render(counters: Counters, gauges: Mapping[str, Callable[[], float]] | None = None) -> bytes:
@@ -114,7 +116,7 @@ class ObservabilityServer:
         self.gauges = dict(gauges or {})
         self.healthy = healthy
         self.ready = ready
-        self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)  # noqa: S104
+        self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -124,8 +126,9 @@ class ObservabilityServer:
         return f"{host!s}:{port}"
 
     def start(self) -> ObservabilityServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.2,), name="metrics-http",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.2,), name="metrics-http", daemon=True
+        )
         self._thread.start()
         return self
 

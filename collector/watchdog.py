@@ -32,9 +32,9 @@ from collector.kube._client import classify
 from collector.kube._owners import trial_owner
 from collector.pipeline import JobRef
 from katib_progress.core.status import StatusError, parse_trainer_status
+from katib_progress.core.timefmt import parse_rfc3339
 from katib_progress.core.types import ProgressPoint
 from katib_progress.errors import ConfigError, KatibProgressError
-from katib_progress.core.timefmt import parse_rfc3339
 from suggestion.pruning import PruningConfig, PruningEngine
 
 _log = logging.getLogger(__name__)
@@ -55,8 +55,8 @@ def parse_settings(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     last: str | None = None
     for chunk in text.replace(";", "\n").splitlines():
-        for part in chunk.split(","):
-            part = part.strip()
+        for raw in chunk.split(","):
+            part = raw.strip()
             if not part:
                 continue
             if "=" in part:
@@ -111,7 +111,9 @@ class Watchdog:
         items: list[dict[str, Any]] = []
         for ns in self._namespaces or (None,):
             if ns is None:
-                page = self._api.list_cluster_custom_object(*TRAINER, "trainjobs", _request_timeout=self._timeout)
+                page = self._api.list_cluster_custom_object(
+                    *TRAINER, "trainjobs", _request_timeout=self._timeout
+                )
             else:
                 page = self._api.list_namespaced_custom_object(
                     *TRAINER, ns, "trainjobs", _request_timeout=self._timeout
@@ -135,7 +137,9 @@ class Watchdog:
                     suspended += 1
             except ConfigError as exc:
                 self.counters.inc(SKIPPED, reason="invalid_settings")
-                _log.warning("watchdog of TrainJob %s/%s disabled: %s", meta.get("namespace"), meta.get("name"), exc)
+                _log.warning(
+                    "watchdog of TrainJob %s/%s disabled: %s", meta.get("namespace"), meta.get("name"), exc
+                )
         for uid in set(self._jobs) - seen:
             del self._jobs[uid]
         return suspended
@@ -143,8 +147,10 @@ class Watchdog:
     def _check(self, uid: str, obj: Mapping[str, Any], annotations: Mapping[str, str]) -> bool:
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        if (obj.get("spec") or {}).get("suspend") is True or condition_true(obj, "Complete") or condition_true(
-            obj, "Failed"
+        if (
+            (obj.get("spec") or {}).get("suspend") is True
+            or condition_true(obj, "Complete")
+            or condition_true(obj, "Failed")
         ):
             return False
         config = watchdog_config(annotations)
@@ -165,7 +171,9 @@ class Watchdog:
         created = meta.get("creationTimestamp")
         elapsed = None
         if created:
-            delta = (parsed.last_updated - parse_rfc3339(created, field="metadata.creationTimestamp")).total_seconds()
+            delta = (
+                parsed.last_updated - parse_rfc3339(created, field="metadata.creationTimestamp")
+            ).total_seconds()
             elapsed = delta if delta >= 0 else None
         point = ProgressPoint(
             experiment=f"watchdog/{ns}",
@@ -188,10 +196,18 @@ class Watchdog:
         note = f"watchdog: {describe(decision)}; TrainJob suspended (spec.suspend=true)"
         self._enforcer.events.record(
             ObjectRef("trainer.kubeflow.org/v1alpha1", "TrainJob", ns, name, uid),
-            reason="WatchdogSuspended", action="Suspend", note=note, type_="Warning",
+            reason="WatchdogSuspended",
+            action="Suspend",
+            note=note,
+            type_="Warning",
         )
-        _log.warning("TrainJob %s/%s suspended by the watchdog: %s", ns, name, note,
-                     extra={"event": "watchdog_suspended", "namespace": ns, "trainjob": name})
+        _log.warning(
+            "TrainJob %s/%s suspended by the watchdog: %s",
+            ns,
+            name,
+            note,
+            extra={"event": "watchdog_suspended", "namespace": ns, "trainjob": name},
+        )
         return True
 
     def run(self) -> None:
@@ -199,7 +215,10 @@ class Watchdog:
             try:
                 self.scan()
             except (client.ApiException, OSError, KatibProgressError) as exc:
-                _log.warning("watchdog scan failed: %s", classify(exc) if not isinstance(exc, KatibProgressError) else exc)
+                _log.warning(
+                    "watchdog scan failed: %s",
+                    classify(exc) if not isinstance(exc, KatibProgressError) else exc,
+                )
             self._stopping.wait(self._interval)
 
     def stop(self) -> None:

@@ -87,6 +87,15 @@ ALGORITHMS: Mapping[str, type[_Settings]] = {
 
 AlgorithmSettings = _Settings
 
+# katib-config registers our algorithms under prefixed names (``kp-tpe``...) so that the stock
+# images keep the plain names; both spellings select the same algorithm here.
+ALGORITHM_PREFIX = "kp-"
+
+
+def canonical_algorithm(name: str) -> str:
+    """``kp-tpe`` -> ``tpe``; plain names are returned unchanged."""
+    return name.removeprefix(ALGORITHM_PREFIX)
+
 
 def _describe(model: type[_Settings], algorithm: str, err: Mapping[str, Any], raw: Mapping[str, str]) -> str:
     loc = err.get("loc") or ("?",)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collector.kube._backoff import Backoff, BackoffSettings
 from collector.kube._client import classify, load_api_client
+from collector.kube._model import JobEvent, WatchSettings
 from collector.kube._owners import EXPERIMENT_LABEL, TrialRef, trial_owner
-from collector.kube.watcher import JobEvent, TrainJobWatcher, WatchSettings
+from collector.kube.watcher import TrainJobWatcher
 
 __all__ = [
     "EXPERIMENT_LABEL",

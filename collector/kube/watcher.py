@@ -20,18 +20,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import urllib3
 from kubernetes import client
-from pydantic import BaseModel, ConfigDict, Field
 
 from collector.counters import Counters
-from collector.kube._backoff import Backoff, BackoffSettings
+from collector.kube._backoff import Backoff
 from collector.kube._client import classify
+from collector.kube._model import Handler, JobEvent, WatchSettings
 from collector.kube._owners import TrialRef, TrialResolver, trial_owner
 from katib_progress.core.timefmt import parse_rfc3339
 from katib_progress.errors import PermanentError, TemporaryError
@@ -48,42 +47,6 @@ EVENTS = "watch_events_total"  # label type=ADDED|MODIFIED|DELETED|BOOKMARK
 EXPIRED = "watch_expired_total"
 ERRORS = "watch_errors_total"  # label kind=temporary|permanent|unexpected
 IGNORED = "watch_jobs_ignored_total"  # label reason=not_trial_owned|trial_unresolved
-
-
-class WatchSettings(BaseModel):
-    """Where and how to watch TrainJobs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    namespaces: tuple[str, ...] = Field(default=(), description="empty: all namespaces (one cluster watch)")
-    watch_timeout_s: int = Field(default=300, ge=1, description="server-side timeoutSeconds of each watch")
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    request_timeout_s: float = Field(default=30.0, gt=0, description="read timeout of list/get requests")
-    list_page_size: int = Field(default=500, ge=1)
-    trial_cache_size: int = Field(default=4096, ge=1)
-    backoff: BackoffSettings = BackoffSettings()
-
-
-@dataclass(frozen=True, slots=True)
-class JobEvent:
-    """A Trial-owned TrainJob was seen (``upsert``) or is gone (``delete``)."""
-
-    kind: Literal["upsert", "delete"]
-    namespace: str
-    name: str
-    uid: str
-    trial: TrialRef
-    created: datetime | None
-    obj: Mapping[str, Any]
-
-    @property
-    def trainer_status(self) -> Mapping[str, Any] | None:
-        status = self.obj.get("status") or {}
-        value = status.get("trainerStatus")
-        return value if isinstance(value, Mapping) else None
-
-
-Handler = Callable[[JobEvent], None]
 
 
 class _Expired(Exception):
@@ -121,6 +84,7 @@ class _Scope:
         self._backoff = Backoff(owner.settings.backoff)
         self._response: Any = None
         self._lock = threading.Lock()
+        self.synced = threading.Event()  # set once the first list was delivered
 
     @property
     def label(self) -> str:
@@ -148,7 +112,10 @@ class _Scope:
             except _Expired:
                 owner.counters.inc(EXPIRED, scope=self.label)
                 _log.info(
-                    "watch of TrainJobs in %s expired at rv %s; re-listing", self.label, self.resource_version
+                    "watch of TrainJobs in %s expired at rv %s; re-listing",
+                    self.label,
+                    self.resource_version,
+                    extra={"event": "watch_expired", "scope": self.label, "rv": self.resource_version},
                 )
                 if self.resource_version is None:  # the re-list itself expired: back off before the next
                     owner.stopping.wait(self._backoff.next_delay())
@@ -173,11 +140,23 @@ class _Scope:
         if isinstance(error, TemporaryError):
             delay = self._backoff.next_delay(error.delay)
             owner.counters.inc(ERRORS, kind="temporary", scope=self.label)
-            _log.warning("TrainJobs in %s: %s; retrying in %.2fs", self.label, error, delay)
+            _log.warning(
+                "TrainJobs in %s: %s; retrying in %.2fs",
+                self.label,
+                error,
+                delay,
+                extra={"event": "watch_error", "scope": self.label, "kind": "temporary", "delay_s": delay},
+            )
         else:
             delay = owner.settings.backoff.max_s
             owner.counters.inc(ERRORS, kind="permanent", scope=self.label)
-            _log.error("TrainJobs in %s: %s; retrying in %.2fs", self.label, error, delay)
+            _log.error(
+                "TrainJobs in %s: %s; retrying in %.2fs",
+                self.label,
+                error,
+                delay,
+                extra={"event": "watch_error", "scope": self.label, "kind": "permanent", "delay_s": delay},
+            )
         owner.stopping.wait(delay)
 
     # -- list ------------------------------------------------------------------------------------
@@ -222,7 +201,14 @@ class _Scope:
         if not rv:
             raise TemporaryError("the TrainJob list carried no resourceVersion")
         self.resource_version = rv
-        _log.info("listed %d TrainJob(s) in %s at rv %s", len(items), self.label, self.resource_version)
+        self.synced.set()
+        _log.info(
+            "listed %d TrainJob(s) in %s at rv %s",
+            len(items),
+            self.label,
+            rv,
+            extra={"event": "listed", "scope": self.label, "count": len(items), "rv": rv},
+        )
 
     # -- watch -----------------------------------------------------------------------------------
 
@@ -251,6 +237,8 @@ class _Scope:
             self._response = response
         lines = 0
         try:
+            if self._owner.stopping.is_set():  # stop() ran before the response could be interrupted
+                return True
             for line in _lines(response):
                 if self._owner.stopping.is_set():
                     return True
@@ -355,6 +343,12 @@ class TrainJobWatcher:
     def resource_versions(self) -> dict[str, str | None]:
         """The resourceVersion each scope would resume from ("*" for all namespaces)."""
         return {scope.label: scope.resource_version for scope in self._scopes}
+
+    def has_synced(self) -> bool:
+        """True once every scope has listed (and delivered) the existing TrainJobs at least once.
+
+        Status writes made before that are seen only as their latest snapshot (the list)."""
+        return all(scope.synced.is_set() for scope in self._scopes)
 
     def run(self, _iterations: int | None = None) -> None:
         """Block until ``stop()``; ``_iterations`` bounds each scope's list/watch rounds (tests)."""

@@ -18,6 +18,7 @@ from suggestion._domain import (
     TrialRecord,
     TrialState,
 )
+from suggestion._settings import canonical_algorithm
 
 # The generated module has no type stubs: treat its messages as Any.
 pb: Any = katib_api_pb2
@@ -64,7 +65,7 @@ def experiment_from_proto(experiment: Any) -> ExperimentSpec:
     )
     return ExperimentSpec(
         name=experiment.name,
-        algorithm=spec.algorithm.algorithm_name,
+        algorithm=canonical_algorithm(spec.algorithm.algorithm_name),
         settings=tuple((s.name, s.value) for s in spec.algorithm.algorithm_settings),
         params=params,
         objective_metric=spec.objective.objective_metric_name,

@@ -94,6 +94,7 @@ def build_policy(config: PruningConfig) -> Policy:
                         noise=config.stall_noise,
                         min_rel_improvement=config.stall_min_rel_improvement,
                         spare_leader=config.stall_spare_leader,
+                        max_peers=config.min_trials - 1 if config.stall_alone_only else None,
                     )
                 )
             elif name == "extrapolation":

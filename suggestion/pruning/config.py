@@ -56,6 +56,9 @@ class PruningConfig(BaseModel):
     stall_noise: float = Field(default=1.0, ge=0)
     stall_min_rel_improvement: float = Field(default=0.001, ge=0)
     stall_spare_leader: bool = True
+    #: Stall judges a trial only while fewer than ``min_trials`` peers have reached its progress;
+    #: with enough peers the percentile/median comparison decides (measured: see docs/benchmarks.md).
+    stall_alone_only: bool = True
     extrapolation_min_progress: float = Field(default=30.0, ge=0, lt=100)
     extrapolation_p: float = Field(default=0.05, gt=0, lt=1)
     # Cost awareness

@@ -27,6 +27,7 @@ from collector.leader import LeaderSettings
 from collector.rows import SEQ_METRIC
 from collector.store import StoreServer
 from tests.kubestandin import KubeStandin
+from tests.kubestandin._server import ServerOptions, StandinHTTPServer
 from tests.kubestandin.objects import KATIB, TRAINER, Objects, trainer_status
 from tests.kubestandin.waiting import wait_until
 from tests.test_examples_gjson import FAILURE_CONDITION, SUCCESS_CONDITION, katib_condition_met
@@ -41,7 +42,10 @@ BASE = datetime(2026, 1, 5, 12, 0, 0, tzinfo=UTC)
 
 
 def experiment_body(
-    name: str = EXPERIMENT, *, algorithm: str = "kp-tpe", settings: Mapping[str, str] | None = None,
+    name: str = EXPERIMENT,
+    *,
+    algorithm: str = "kp-tpe",
+    settings: Mapping[str, str] | None = None,
     early_stopping: str | None = "katib-progress",
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
@@ -63,44 +67,74 @@ def experiment_body(
     }
 
 
+class TestFront:
+    """A second HTTP front-end on the stand-in's store for the test's own calls, so that
+    ``kube.requests`` logs the collector's requests only (RBAC drift test)."""
+
+    def __init__(self, kube: KubeStandin) -> None:
+        self._server = StandinHTTPServer(kube.store, ServerOptions(bookmark_interval=0.2))
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def api_client(self) -> client.ApiClient:
+        host, port = self._server.server_address[:2]
+        config = client.Configuration()
+        config.host = f"http://{host!s}:{port}"
+        return client.ApiClient(config)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
 @dataclass
 class Stack:
     kube: KubeStandin
     store: StoreServer
     pruning_address: str
+    front: TestFront
     objects: Objects = field(init=False)
     api: client.CustomObjectsApi = field(init=False)
 
     def __post_init__(self) -> None:
-        self.objects = Objects(self.kube.api_client())
+        self.objects = Objects(self.front.api_client())
         self.api = self.objects.api
 
     def experiment(self, **kwargs: Any) -> dict[str, Any]:
-        return self.api.create_namespaced_custom_object(*KATIB, NS, "experiments", experiment_body(**kwargs))  # type: ignore[no-any-return]
+        return self.api.create_namespaced_custom_object(*KATIB, NS, "experiments", experiment_body(**kwargs))
 
     def trial_job(self, name: str) -> dict[str, Any]:
         return self.objects.trial_job(name, EXPERIMENT, namespace=NS)
 
     def report(self, name: str, i: int, **metrics: str) -> None:
         self.objects.set_status(
-            name, trainer_status(BASE + timedelta(seconds=i), progress=min(100, i * 5), metrics=metrics),
+            name,
+            trainer_status(BASE + timedelta(seconds=i), progress=min(100, i * 5), metrics=metrics),
             namespace=NS,
         )
 
     def complete(self, name: str) -> None:
         current = self.api.get_namespaced_custom_object(*TRAINER, NS, "trainjobs", name)
         status = dict(current.get("status") or {})
-        status["conditions"] = [{
-            "type": "Complete", "status": "True", "reason": "JobsCompleted", "message": "done",
-            "lastTransitionTime": "2026-01-05T13:00:00Z",
-        }]
-        self.api.replace_namespaced_custom_object_status(*TRAINER, NS, "trainjobs", name, {**current, "status": status})
+        status["conditions"] = [
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": "JobsCompleted",
+                "message": "done",
+                "lastTransitionTime": "2026-01-05T13:00:00Z",
+            }
+        ]
+        self.api.replace_namespaced_custom_object_status(
+            *TRAINER, NS, "trainjobs", name, {**current, "status": status}
+        )
 
     def trainjob(self, name: str) -> dict[str, Any]:
-        return self.api.get_namespaced_custom_object(*TRAINER, NS, "trainjobs", name)  # type: ignore[no-any-return]
+        return self.api.get_namespaced_custom_object(*TRAINER, NS, "trainjobs", name)
 
     def trial(self, name: str) -> dict[str, Any]:
-        return self.api.get_namespaced_custom_object(*KATIB, NS, "trials", name)  # type: ignore[no-any-return]
+        return self.api.get_namespaced_custom_object(*KATIB, NS, "trials", name)
 
     def rows(self, trial: str, metric: str = "") -> list[tuple[str, str, str]]:
         with grpc.insecure_channel(self.store.address) as channel:
@@ -113,23 +147,42 @@ class Stack:
         return [int(v) for _, v, _ in self.rows(trial, SEQ_METRIC)]
 
     def events(self) -> list[dict[str, Any]]:
-        response = client.EventsV1Api(self.kube.api_client()).list_namespaced_event(NS, _preload_content=False)
+        response = client.EventsV1Api(self.front.api_client()).list_namespaced_event(
+            NS, _preload_content=False
+        )
         return list(json.loads(response.data)["items"])
 
     def collector(
-        self, *, identity: str = "c-0", leader: bool = False, counters: Counters | None = None,
+        self,
+        *,
+        identity: str = "c-0",
+        leader: bool = False,
+        counters: Counters | None = None,
         watchdog: bool = False,
+        pruning_address: str | None = None,
+        pruning_timeout_s: float = 2.0,
     ) -> ClusterCollector:
         fast = BackoffSettings(initial_s=0.05, max_s=0.5)
         options = ClusterOptions(
             collector=CollectorSettings(
-                watch=WatchSettings(watch_timeout_s=5, request_timeout_s=5, backoff=fast), retry_interval_s=0.1,
+                watch=WatchSettings(watch_timeout_s=5, request_timeout_s=5, backoff=fast),
+                retry_interval_s=0.1,
                 flush_timeout_s=5,
             ),
-            forwarder=ForwarderSettings(address_template=self.pruning_address, timeout_s=2.0, enforce_backoff_s=0.05),
+            forwarder=ForwarderSettings(
+                address_template=pruning_address or self.pruning_address,
+                timeout_s=pruning_timeout_s,
+                enforce_backoff_s=0.05,
+            ),
             leader=LeaderSettings(
-                namespace=LEASE_NS, identity=identity, lease_duration_s=1.5, renew_deadline_s=1.0, retry_period_s=0.1
-            ) if leader else None,
+                namespace=LEASE_NS,
+                identity=identity,
+                lease_duration_s=1.5,
+                renew_deadline_s=1.0,
+                retry_period_s=0.1,
+            )
+            if leader
+            else None,
             identity=identity,
             experiment_ttl_s=0.5,
             final_poll_initial_s=0.05,
@@ -141,9 +194,11 @@ class Stack:
         )
         db = DBManagerSettings(backoff_initial_s=0.05, backoff_max_s=0.3, close_timeout_s=5)
         return ClusterCollector(
-            options, self.kube.api_client(),
+            options,
+            self.kube.api_client(),
             sink_factory=lambda: DBManagerSink(self.store.address, settings=db, counters=counters),
-            reader=StoredRowsReader(self.store.address), counters=counters,
+            reader=StoredRowsReader(self.store.address),
+            counters=counters,
         )
 
 
@@ -179,12 +234,12 @@ class KatibTrialRule:
         elif katib_condition_met(job, SUCCESS_CONDITION):
             self.reads[trial] = self.reads.get(trial, 0) + 1
             rows = self.stack.rows(trial, self.objective)
-            latest = max(rows, key=lambda r: datetime.fromisoformat(r[2].replace("Z", "+00:00")), default=None)
+            latest = max(
+                rows, key=lambda r: datetime.fromisoformat(r[2].replace("Z", "+00:00")), default=None
+            )
             self.outcome[trial] = ("Succeeded", latest[1]) if latest else ("MetricsUnavailable", None)
         return self.outcome.get(trial)
 
 
 def wait_leader(cc: ClusterCollector, timeout: float = 10.0) -> None:
     wait_until(lambda: cc.term is not None, timeout=timeout)
-
-

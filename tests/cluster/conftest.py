@@ -9,7 +9,7 @@ import pytest
 
 from collector.store import start_store_server
 from suggestion.server import create_server
-from tests.cluster._harness import Stack
+from tests.cluster._harness import Stack, TestFront
 from tests.kubestandin import KubeStandin
 
 
@@ -18,8 +18,10 @@ def stack(kube: KubeStandin, tmp_path: Path) -> Iterator[Stack]:
     store = start_store_server(tmp_path / "observations.sqlite")
     suggestion = create_server(["127.0.0.1:0"])
     suggestion.start()
+    front = TestFront(kube)
     try:
-        yield Stack(kube, store, suggestion.bound_addresses[0])
+        yield Stack(kube, store, suggestion.bound_addresses[0], front)
     finally:
+        front.stop()
         suggestion.stop(0)
         store.stop(0)

@@ -4,14 +4,20 @@ collector outage; leader failover without lost or duplicated rows."""
 
 from __future__ import annotations
 
+import socket
 from collections import Counter as Multiset
+from typing import Any
 
 from collector.enforce import EARLY_STOPPED, EARLY_STOPPED_REASON
 from collector.final_metrics import MARKER_ANNOTATION
 from tests.cluster._harness import KatibTrialRule, Stack, running_collector, wait_leader, wait_until
 
 
-def _early_stopped(trial: dict) -> list[dict]:
+def _wait_seqs(stack: Stack, trial: str, count: int, timeout: float = 10.0) -> None:
+    wait_until(lambda: len(stack.seqs(trial)) == count, timeout=timeout)
+
+
+def _early_stopped(trial: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in (trial.get("status") or {}).get("conditions") or () if c["type"] == EARLY_STOPPED]
 
 
@@ -24,7 +30,8 @@ def test_divergent_trial_is_pruned_suspended_and_explained(stack: Stack) -> None
         for i, (good, bad) in enumerate([("2.0", "2.1"), ("1.5", "1.9"), ("1.2", "nan")]):
             stack.report("exp-good", i, loss=good)
             stack.report("exp-bad", i, loss=bad)
-            wait_until(lambda i=i: len(stack.seqs("exp-good")) == len(stack.seqs("exp-bad")) == i + 1)
+            _wait_seqs(stack, "exp-good", i + 1)
+            _wait_seqs(stack, "exp-bad", i + 1)
         trial = wait_until(lambda: _early_stopped(stack.trial("exp-bad")) and stack.trial("exp-bad"))
         wait_until(lambda: stack.trainjob("exp-bad")["spec"].get("suspend") is True)
         wait_until(lambda: len(stack.events()) >= 2)
@@ -44,6 +51,22 @@ def test_divergent_trial_is_pruned_suspended_and_explained(stack: Stack) -> None
     assert all("divergence" in e["note"] for e in stack.events())
     assert cc.counters.get("collector_prune_enforced_total", result="pruned") == 1
     assert cc.counters.get("collector_prune_decisions_total", verdict="prune") >= 1
+
+
+def test_hanging_pruning_service_never_delays_collection(stack: Stack) -> None:
+    stack.experiment(settings={"policy": "divergence"})
+    stack.trial_job("exp-h")
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: Decide hangs 15 s
+    cc = stack.collector(pruning_address=f"127.0.0.1:{silent.getsockname()[1]}", pruning_timeout_s=15.0)
+    try:
+        with running_collector(cc):
+            for i in range(4):
+                stack.report("exp-h", i, loss=str(2.0 - i / 10))
+                _wait_seqs(stack, "exp-h", i + 1, timeout=5)
+            assert cc.term is not None and cc.term.forwarder.pending >= 1  # still waiting on the service
+    finally:
+        silent.close()
+    assert stack.seqs("exp-h") == [0, 1, 2, 3]
 
 
 def test_experiment_without_our_early_stopping_is_collected_not_pruned(stack: Stack) -> None:
@@ -114,13 +137,13 @@ def test_leader_failover_loses_and_duplicates_nothing(stack: Stack) -> None:
             assert b.term is None and not b.is_leader  # standby
             for i in range(4):
                 stack.report("exp-f", i, loss=str(1.0 - i / 10))
-                wait_until(lambda i=i: len(stack.seqs("exp-f")) == i + 1)
+                _wait_seqs(stack, "exp-f", i + 1)
             a.stop()  # graceful: flush, release the Lease
             stack.report("exp-f", 4, loss="0.55")  # written while nobody leads
             wait_leader(b)
             for i in range(5, 8):
                 stack.report("exp-f", i, loss=str(1.0 - i / 10))
-                wait_until(lambda i=i: len(stack.seqs("exp-f")) == i + 1)
+                _wait_seqs(stack, "exp-f", i + 1)
             assert b.counters.get("collector_jobs_recovered_total") == 1
     assert stack.seqs("exp-f") == list(range(8))
     _no_duplicates(stack, "exp-f")
@@ -136,7 +159,7 @@ def test_leader_crash_failover_after_lease_expiry(stack: Stack) -> None:
         leader, standby = (a, b) if a.is_leader else (b, a)
         for i in range(3):
             stack.report("exp-c", i, loss=str(1.0 - i / 10))
-            wait_until(lambda i=i: len(stack.seqs("exp-c")) == i + 1)
+            _wait_seqs(stack, "exp-c", i + 1)
         leader.crash()  # no release: the standby waits for the lease to expire
         stack.report("exp-c", 3, loss="0.6")
         wait_until(lambda: len(stack.seqs("exp-c")) == 4, timeout=15)

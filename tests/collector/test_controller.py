@@ -11,7 +11,6 @@ import pytest
 
 from collector.controller import BACKPRESSURE, Collector, CollectorSettings, main
 from collector.kube import BackoffSettings, WatchSettings
-from collector.kube import watcher as w
 from collector.rows import PROGRESS_METRIC, SEQ_METRIC
 from collector.sinks import MemorySink
 from katib_progress.core.types import ProgressPoint
@@ -39,7 +38,7 @@ def _values(sink: MemorySink, trial: str, name: str) -> list[str]:
 
 def _watching(collector: Collector) -> None:
     """Wait until the collector listed and watches: snapshots written earlier are only seen as the latest."""
-    wait_until(lambda: collector.counters.get(w.WATCHES, scope="*") >= 1)
+    wait_until(collector.has_synced)
 
 
 @pytest.fixture

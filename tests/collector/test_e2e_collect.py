@@ -112,7 +112,7 @@ def test_fifty_snapshots_exactly_once_through_drop_gone_and_5xx(
     sink = DBManagerSink(store.address, settings=SINK_SETTINGS)
     collector = Collector(SETTINGS, sink, kube.api_client())
     with running(collector.run, collector.stop, join_timeout=15):
-        wait_until(lambda: collector.counters.get(w.WATCHES, scope="*") >= 1)
+        wait_until(collector.has_synced)
         for i in range(50):
             if i == 31:
                 # The collector is caught up and disconnected (reconnects fail), snapshot 31 lands, and
@@ -152,7 +152,7 @@ def test_restart_mid_stream_writes_no_duplicate(kube: KubeStandin, objs: Objects
         sink = DBManagerSink(store.address, settings=SINK_SETTINGS)
         collector = Collector(SETTINGS, sink, kube.api_client())
         with running(collector.run, collector.stop, join_timeout=15):
-            wait_until(lambda c=collector: c.counters.get(w.WATCHES, scope="*") >= 1)  # type: ignore[misc]
+            wait_until(collector.has_synced)
             for i in range(start, end):
                 objs.set_status(TRIAL, _snapshot(base, i))
             wait_until(lambda end=end: len(_seqs(store, TRIAL)) >= end)  # type: ignore[misc]

@@ -193,7 +193,9 @@ def test_one_watch_per_listed_namespace(kube: KubeStandin, objs: Objects) -> Non
         objs.trial_job("t", namespace=ns)
     rec = Recorder()
     watcher = _watcher(kube, rec, namespaces=("a", "b"))
+    assert not watcher.has_synced()
     with running(watcher.run, watcher.stop):
+        wait_until(watcher.has_synced)
         wait_until(lambda: len(rec.events) == 2)
         wait_until(lambda: {r.namespace for r in kube.requests if r.verb == "watch"} == {"a", "b"})
         objs.set_status("t", trainer_status(T0, progress=9), namespace="c")
@@ -290,3 +292,22 @@ def test_paged_list(kube: KubeStandin, objs: Objects) -> None:
     watcher.run(_iterations=1)
     assert sorted(e.name for e in rec.events) == [f"t{i}" for i in range(5)]
     assert _count(kube, "list") == 3
+
+
+def test_load_api_client_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.config import incluster_config
+
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("sa-token")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    configuration = load_api_client().configuration
+    assert configuration.host == "https://10.96.0.1:443"
+    assert configuration.api_key["authorization"].lower() == "bearer sa-token"
+    assert configuration.ssl_ca_cert == str(ca)
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "absent"))
+    with pytest.raises(ConfigError):
+        load_api_client()

@@ -33,6 +33,7 @@ class StallPolicy(Policy):
         noise: float = 1.0,
         min_rel_improvement: float = 0.001,
         spare_leader: bool = True,
+        max_peers: int | None = None,
     ) -> None:
         if not (0 < window <= 100):
             raise ValueError(f"stall window must be within (0, 100] percent, got {window}")
@@ -50,12 +51,25 @@ class StallPolicy(Policy):
         self.noise = noise
         self.min_rel_improvement = min_rel_improvement
         self.spare_leader = spare_leader
+        if max_peers is not None and max_peers < 0:
+            raise ValueError(f"stall max_peers must be >= 0 or None, got {max_peers}")
+        self.max_peers = max_peers
 
     def decide(self, ctx: PolicyContext) -> Decision:
         trial = ctx.trial
         p = trial.last_progress
         if p is None or p < self.min_progress or not trial.progress:
             return Decision(Verdict.CONTINUE, "", self.name)
+        if self.max_peers is not None:
+            # Peers that reached this progress can judge the trial far better than its own plateau
+            # (a converged good run also plateaus); leave it to the comparison policies then.
+            peers = sum(
+                1
+                for t in ctx.experiment.peers(trial.name)
+                if t.last_progress is not None and t.last_progress >= p
+            )
+            if peers > self.max_peers:
+                return Decision(Verdict.CONTINUE, "", self.name)
         start = p - self.window
         if trial.progress[0] > start:
             return Decision(Verdict.CONTINUE, "", self.name)

@@ -1,0 +1,193 @@
+"""The pruning forwarder: never blocks collection, keeps only the latest point per job, breaks the
+circuit to failing services, retries enforcement."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from collector.counters import Counters
+from collector.experiments import ExperimentInfo
+from collector.forwarder import DecisionClient, ForwarderSettings, PruningForwarder
+from collector.pipeline import JobRef
+from katib_progress.core.types import Decision, ProgressPoint, Verdict
+from katib_progress.errors import TemporaryError
+from suggestion.pruning.config import PruningConfig
+from tests.kubestandin.waiting import wait_until
+
+INFO = ExperimentInfo("ns", "exp", "kp-tpe", "katib-progress", "loss", "minimize")
+
+
+class _Experiments:
+    def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningConfig | None]:
+        return INFO, INFO.pruning_config()
+
+
+class _Client:
+    """A decision client that can block, fail, or prune; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.seen: list[tuple[str, int]] = []
+        self.fail = False
+        self.prune_seq: int | None = None
+
+    def decide(self, point: ProgressPoint, config: PruningConfig | None = None) -> Decision:
+        self.gate.wait(10)
+        self.seen.append((point.trial, point.seq))
+        if self.fail:
+            raise TemporaryError("unavailable")
+        if self.prune_seq is not None and point.seq >= self.prune_seq:
+            return Decision(Verdict.PRUNE, "bad", "divergence")
+        return Decision.cont()
+
+    def close(self) -> None:
+        return None
+
+
+def _job(trial: str) -> JobRef:
+    return JobRef("ns", trial, f"uid-{trial}", "exp", trial)
+
+
+def _point(trial: str, seq: int) -> ProgressPoint:
+    return ProgressPoint("exp", trial, seq, datetime(2026, 1, 1, tzinfo=UTC), progress=float(seq))
+
+
+@pytest.fixture
+def fake() -> _Client:
+    return _Client()
+
+
+def _forwarder(
+    client: DecisionClient, pruned: list[tuple[str, str]] | None = None, **settings: object
+) -> PruningForwarder:
+    def on_prune(job: JobRef, decision: Decision) -> None:
+        if pruned is not None:
+            pruned.append((job.trial, decision.policy))
+
+    return PruningForwarder(
+        _Experiments(),
+        on_prune,
+        settings=ForwarderSettings(**settings),  # type: ignore[arg-type]
+        counters=Counters(),
+        client_factory=lambda address, timeout: client,
+    )
+
+
+@pytest.fixture
+def started(fake: _Client) -> Iterator[tuple[PruningForwarder, list[tuple[str, str]]]]:
+    pruned: list[tuple[str, str]] = []
+    fwd = _forwarder(fake, pruned, workers=1, max_pending=3, breaker_failures=2, breaker_initial_s=60.0)
+    fwd.start()
+    try:
+        yield fwd, pruned
+    finally:
+        fake.gate.set()
+        fwd.stop(2)
+
+
+def test_blocked_service_never_blocks_submit_and_keeps_latest_point(
+    fake: _Client, started: tuple[PruningForwarder, list[tuple[str, str]]]
+) -> None:
+    fwd, _ = started
+    fake.gate.clear()  # the service hangs
+    fwd.submit(_job("t0"), _point("t0", 0))
+    wait_until(lambda: fwd.pending == 1 and not fwd._queue)  # t0 is in flight, stuck
+    for seq in range(1, 50):  # returns at once although the worker is stuck
+        fwd.submit(_job("t1"), _point("t1", seq))
+    for trial in ("t2", "t3", "t4"):
+        fwd.submit(_job(trial), _point(trial, 0))
+    assert fwd.counters.get("collector_pruning_points_total", result="superseded") == 48
+    # max_pending=3: t1 (oldest waiting) was dropped when t4 arrived
+    assert fwd.counters.get("collector_pruning_points_total", result="dropped_overflow") == 1
+    fake.gate.set()
+    assert fwd.idle(5)
+    assert fake.seen == [("t0", 0), ("t2", 0), ("t3", 0), ("t4", 0)]
+
+
+def test_latest_point_of_a_busy_job_is_decided_after_the_current_one(
+    fake: _Client, started: tuple[PruningForwarder, list[tuple[str, str]]]
+) -> None:
+    fwd, _ = started
+    fake.gate.clear()
+    fwd.submit(_job("t"), _point("t", 0))
+    wait_until(lambda: not fwd._queue)
+    fwd.submit(_job("t"), _point("t", 1))
+    fwd.submit(_job("t"), _point("t", 2))
+    fake.gate.set()
+    assert fwd.idle(5)
+    assert fake.seen == [("t", 0), ("t", 2)]
+
+
+def test_circuit_opens_after_consecutive_failures(
+    fake: _Client, started: tuple[PruningForwarder, list[tuple[str, str]]]
+) -> None:
+    fwd, _ = started
+    fake.fail = True
+    for seq in range(5):
+        fwd.submit(_job("t"), _point("t", seq))
+        assert fwd.idle(5)
+    assert len(fake.seen) == 2  # breaker_failures=2, then open for 60 s
+    assert fwd.counters.get("collector_pruning_points_total", result="dropped_breaker_open") == 3
+    assert fwd.counters.get("collector_pruning_breaker_opened_total") == 1
+
+
+def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> None:
+    calls: list[str] = []
+
+    def on_prune(job: JobRef, decision: Decision) -> None:
+        calls.append(job.trial)
+        if len(calls) < 3:
+            raise TemporaryError("API server busy")
+
+    fwd = PruningForwarder(
+        _Experiments(),
+        on_prune,
+        settings=ForwarderSettings(enforce_backoff_s=0.01, enforce_attempts=5),
+        client_factory=lambda address, timeout: fake,
+    ).start()
+    try:
+        fake.prune_seq = 1
+        fwd.submit(_job("t"), _point("t", 0))
+        assert fwd.idle(5)
+        fwd.submit(_job("t"), _point("t", 1))
+        assert fwd.idle(5)
+    finally:
+        fwd.stop(2)
+    assert calls == ["t", "t", "t"]
+    assert fwd.counters.get("collector_prune_decisions_total", verdict="prune") == 1
+    assert fwd.counters.get("collector_pruning_errors_total", kind="enforce") == 2
+
+
+def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
+    # A TCP listener that never speaks HTTP/2: each Decide hits its deadline.
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    fwd = PruningForwarder(
+        _Experiments(),
+        lambda job, decision: None,
+        settings=ForwarderSettings(
+            address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
+        ),
+    ).start()
+    try:
+        for seq in range(3):
+            fwd.submit(_job("t"), _point("t", seq))
+            assert fwd.idle(10)
+    finally:
+        fwd.stop(2)
+        silent.close()
+    assert fwd.counters.get("collector_pruning_errors_total", kind="temporary") == 1
+    assert fwd.counters.get("collector_pruning_points_total", result="dropped_breaker_open") == 2
+
+
+def test_address_template_and_settings_validation() -> None:
+    settings = ForwarderSettings()
+    assert settings.address(experiment="e", algorithm="kp-tpe", namespace="ns") == "e-kp-tpe.ns:6789"
+    with pytest.raises(ValueError, match="workers"):
+        ForwarderSettings(workers=0)
