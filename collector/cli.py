@@ -41,6 +41,8 @@ def register(subparsers: Any) -> None:
         "--max-buffered-rows", type=int, default=100_000, help="rows held while the DB manager is down"
     )
     run.add_argument("--rpc-timeout", type=float, default=5.0, help="seconds per DB manager call")
+    # Cluster flags (pruning, leader election, /metrics...): docs/cluster.md.
+    importlib.import_module("collector.cluster_cli").add_arguments(run)
     run.set_defaults(func=_collector_run)
     col.set_defaults(func=lambda args: _usage(col))
 
@@ -77,6 +79,7 @@ def _db_serve(args: argparse.Namespace) -> int:
 
 
 def _collector_run(args: argparse.Namespace) -> int:
-    # Owner B's module; imported lazily because it pulls in the Kubernetes client.
-    controller = importlib.import_module("collector.controller")
-    return int(controller.main(args))
+    # The cluster runner (collector/cluster_cli.py) wraps B's controller with pruning, the
+    # final-metrics marker, leader election and /metrics; imported lazily (Kubernetes client).
+    cluster = importlib.import_module("collector.cluster_cli")
+    return int(cluster.main(args))

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,19 +55,6 @@ class ClusterOptions(BaseModel):
     flush_timeout_s: float = Field(default=10.0, ge=0)
 
 
-class _HookedCollector(Collector):
-    """B's Collector, with the events also handed to the cluster side (marker, forwarder)."""
-
-    def __init__(self, owner: _Term, *args: Any, **kwargs: Any) -> None:
-        self._owner = owner
-        super().__init__(*args, **kwargs)
-
-    def _on_event(self, event: JobEvent) -> None:
-        self._owner.before_event(event)
-        super()._on_event(event)
-        self._owner.after_event(event)
-
-
 class _Term:
     """One leadership term: everything that only the leader runs."""
 
@@ -93,8 +79,13 @@ class _Term:
             poll_initial_s=o.final_poll_initial_s,
             poll_max_s=max(o.final_poll_initial_s, o.final_poll_max_s),
         )
-        self.collector = _HookedCollector(
-            self, o.collector, self.sink, cc.api_client, on_point=self.on_point, counters=cc.counters
+        self.collector = Collector(
+            o.collector,
+            self.sink,
+            cc.api_client,
+            on_point=self.on_point,
+            counters=cc.counters,
+            on_event=self.on_event,
         )
         self.watchdog = (
             Watchdog(
@@ -109,16 +100,15 @@ class _Term:
         )
         self._threads: list[threading.Thread] = []
 
-    def before_event(self, event: JobEvent) -> None:
+    def on_event(self, event: JobEvent) -> None:
+        """Before the snapshot is processed: remember the job (its points need the namespace) and
+        hand it to the final-metrics marker (its check is asynchronous and reads the DB)."""
         job = job_ref(event)
         with self._lock:
             if event.kind == "delete":
                 self.jobs.pop((job.experiment, job.trial), None)
             else:
                 self.jobs[(job.experiment, job.trial)] = job
-
-    def after_event(self, event: JobEvent) -> None:
-        job = job_ref(event)
         if event.kind == "delete":
             self.final.forget(job)
             self.forwarder.forget(job)

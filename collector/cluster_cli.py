@@ -20,12 +20,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from collector.counters import Counters
-from collector.forwarder import DEFAULT_TEMPLATE, ForwarderSettings
-from collector.leader import LeaderSettings
 from katib_progress.errors import ConfigError
 
 _log = logging.getLogger(__name__)
+
+#: Same as ``collector.forwarder.DEFAULT_TEMPLATE`` (kept here so building the CLI parser stays light).
+DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -74,7 +74,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> Any:
     from collector.cluster import ClusterOptions
     from collector.controller import CollectorSettings
+    from collector.forwarder import ForwarderSettings
     from collector.kube import WatchSettings
+    from collector.leader import LeaderSettings
 
     leader = None
     if args.leader_elect:
@@ -103,6 +105,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     from collector.cluster import ClusterCollector
+    from collector.counters import Counters
     from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
     from collector.katib.readback import StoredRowsReader
     from collector.kube import load_api_client

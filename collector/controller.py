@@ -71,8 +71,11 @@ class Collector:
         *,
         on_point: Callable[[ProgressPoint], None] | None = None,
         counters: Counters | None = None,
+        on_event: Callable[[JobEvent], None] | None = None,
     ) -> None:
         self.settings = settings
+        # Called with every delivered event before its snapshot is processed (collector/cluster.py).
+        self._event_hook = on_event
         self.sink = sink
         self.counters = counters if counters is not None else Counters()
         self.processor = SnapshotProcessor(sink, counters=self.counters, on_point=on_point)
@@ -86,6 +89,8 @@ class Collector:
     # -- event handling (called from the watcher's threads) --------------------------------------
 
     def _on_event(self, event: JobEvent) -> None:
+        if self._event_hook is not None:
+            self._event_hook(event)
         job = job_ref(event)
         with self._lock:
             if event.kind == "delete":

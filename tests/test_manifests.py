@@ -230,11 +230,6 @@ def test_deployment_args_and_probes_follow_the_flag_contract() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
 
 
-@pytest.mark.xfail(
-    reason="collector run does not yet accept the flags docs/deploy.md documents (--metrics-address, "
-    "--leader-elect, --leader-election-*); the lead aligns collector/cli.py",
-    strict=False,
-)
 def test_deployment_args_parse_with_the_real_cli() -> None:
     from katib_progress.cli import build_parser
 

@@ -273,7 +273,18 @@ class DBManagerSink:
 
     def _deliver(self, trial: str, rows: list[MetricRow]) -> bool:
         """Deliver (or drop as undeliverable) one batch; False only when close() gave up on it."""
-        request = pb.ReportObservationLogRequest(trial_name=trial, observation_log=_to_pb(rows))
+        try:
+            request = pb.ReportObservationLogRequest(trial_name=trial, observation_log=_to_pb(rows))
+        except ValueError as exc:  # e.g. a lone surrogate: protobuf cannot encode it, and never will
+            self.counters.inc(DROPPED, len(rows), reason="unencodable")
+            _log.error(
+                "DB manager %s: %d rows of trial %s cannot be encoded (dropped): %s",
+                self.address,
+                len(rows),
+                trial,
+                exc,
+            )
+            return True
         attempt = 0
         ambiguous = False
         while True:

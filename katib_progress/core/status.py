@@ -157,6 +157,16 @@ _NON_FINITE = {
 }
 
 
+def _encodable(text: str) -> bool:
+    """False for a str holding lone surrogates (possible from Python's JSON decoder, never from the
+    API server): it cannot be encoded as UTF-8, so it could never be sent to the DB manager."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _clip(value: object) -> str:
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -275,11 +285,16 @@ def parse_trainer_status(raw: Mapping[str, Any]) -> ParsedSnapshot:
             continue
         name, value = entry.get("name"), entry.get("value")
         shown = _clip(value) if value is not None else ""
-        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TEXT:
-            detail = "missing or not a string" if not isinstance(name, str) else f"length {len(name)}"
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TEXT or not _encodable(name):
+            if not isinstance(name, str):
+                detail = "missing or not a string"
+            elif not _encodable(name):
+                detail = "not valid Unicode (lone surrogate)"
+            else:
+                detail = f"length {len(name)}"
             rejections.append(
                 MetricRejection(
-                    _clip(name) if isinstance(name, str) and name else label,
+                    _clip(name) if isinstance(name, str) and name and _encodable(name) else label,
                     shown,
                     RejectReason.INVALID_NAME,
                     detail,

@@ -89,3 +89,28 @@ def test_collector_run_with_deployment_flags(stack: Stack, tmp_path: Path) -> No
     )
     assert not lease.spec.holder_identity  # released on SIGTERM
     assert stack.seqs("exp-cli") == [0, 1, 2]
+
+
+def test_deployment_flags_reach_the_cluster_options() -> None:
+    from collector.cluster_cli import DEFAULT_TEMPLATE, _options
+    from collector.forwarder import DEFAULT_TEMPLATE as FORWARDER_TEMPLATE
+    from katib_progress.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "--log-json", "collector", "run", "--db-manager=db:6789", "--metrics-address=0.0.0.0:8080",
+            "--leader-elect", "--leader-election-namespace=kp", "--leader-election-id=lease-x",
+            "--leader-election-identity=pod-1",
+        ]
+    )  # fmt: skip
+    options = _options(args)
+    assert options.leader is not None
+    assert (options.leader.namespace, options.leader.name, options.leader.identity) == (
+        "kp",
+        "lease-x",
+        "pod-1",
+    )
+    assert args.metrics_address == "0.0.0.0:8080" and options.identity == "pod-1"
+    assert options.forwarder.address_template == DEFAULT_TEMPLATE == FORWARDER_TEMPLATE
+    no_election = _options(build_parser().parse_args(["collector", "run", "--db-manager=db:6789"]))
+    assert no_election.leader is None

@@ -331,3 +331,23 @@ def test_gp_completes_an_experiment_when_torch_is_installed(start_server) -> Non
     assert len({t.name for t in katib.trials}) == 10
     for trial in katib.trials:
         _check_in_space(trial)
+
+
+def test_prefixed_algorithm_name_from_katib_config_selects_the_same_sampler(start_server) -> None:
+    """katib-config registers our algorithms as ``kp-<name>``; both spellings must behave the same."""
+    server = start_server()
+    plain = FakeKatib(server.bound_addresses[0], experiment(name="same", settings={"random_state": "7"}))
+    plain.validate()
+    plain.run(until=6, parallel=2)
+    server2 = start_server()
+    prefixed = FakeKatib(
+        server2.bound_addresses[0],
+        experiment(name="same", algorithm="kp-tpe", settings={"random_state": "7"}),
+    )
+    prefixed.validate()
+    prefixed.run(until=6, parallel=2)
+    assert [t.assignments for t in prefixed.trials] == [t.assignments for t in plain.trials]
+    with pytest.raises(grpc.RpcError) as info:
+        FakeKatib(server2.bound_addresses[0], experiment(name="bad", algorithm="kp-nope")).validate()
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "kp-nope" in (info.value.details() or "") or "nope" in (info.value.details() or "")
