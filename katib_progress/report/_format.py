@@ -20,8 +20,19 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+def param_value(text: str) -> str:
+    """A parameter value for people: floats to 4 significant digits (csv/json keep the exact text)."""
+    if "." not in text and "e" not in text.lower():
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return f"{value:.4g}"
+
+
 def params(values: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in values.items())
+    return ", ".join(f"{k}={param_value(v)}" for k, v in values.items())
 
 
 def status(row: LeaderboardRow) -> str:

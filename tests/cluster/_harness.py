@@ -242,4 +242,10 @@ class KatibTrialRule:
 
 
 def wait_leader(cc: ClusterCollector, timeout: float = 10.0) -> None:
-    wait_until(lambda: cc.term is not None, timeout=timeout)
+    """Wait until ``cc`` leads and its watcher has listed (snapshots from then on are all seen)."""
+
+    def synced() -> bool:
+        term = cc.term
+        return term is not None and term.collector.has_synced()
+
+    wait_until(synced, timeout=timeout)

@@ -106,7 +106,9 @@ class Proc:
     def assert_running(self) -> None:
         """A process that died on its own is a crash: fail with its log."""
         if not self.alive():
-            raise AssertionError(f"{self.args[:3]} exited with {self.proc and self.proc.poll()}:\n{self.log()}")
+            raise AssertionError(
+                f"{self.args[:3]} exited with {self.proc and self.proc.poll()}:\n{self.log()}"
+            )
 
     def log(self, tail: int = 6000) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -287,8 +289,8 @@ def check_store(address: str, ledger: Ledger) -> CheckResult:
     3. every required snapshot is stored, and the final snapshot of every trial is stored.
     """
     result = CheckResult()
-    for trial, ledger in ledger.trials.items():
-        by_step = {w.step: w for w in ledger.written}
+    for trial, tl in ledger.trials.items():
+        by_step = {w.step: w for w in tl.written}
         rows = read_log(address, trial)
         groups: dict[datetime, list[Row]] = defaultdict(list)
         for row in rows:
@@ -310,13 +312,13 @@ def check_store(address: str, ledger: Ledger) -> CheckResult:
         assert steps == sorted(steps) and len(set(steps)) == len(steps), f"{trial}: order {steps}"
         assert seqs == list(range(len(seqs))), f"{trial}: seq {seqs}"
         stored = set(steps)
-        missing = [w.step for w in ledger.written if w.required and w.step not in stored]
+        missing = [w.step for w in tl.written if w.required and w.step not in stored]
         assert not missing, f"{trial}: required snapshots missing from the store: {missing} (stored {steps})"
-        assert ledger.last.step in stored, f"{trial}: final snapshot {ledger.last.step} missing"
+        assert tl.last.step in stored, f"{trial}: final snapshot {tl.last.step} missing"
         result.trials += 1
         result.stored += len(stored)
-        result.required += sum(w.required for w in ledger.written)
-        result.optional_missing += sum(1 for w in ledger.written if w.step not in stored)
+        result.required += sum(w.required for w in tl.written)
+        result.optional_missing += sum(1 for w in tl.written if w.step not in stored)
         result.rows += len(rows)
     return result
 

@@ -40,14 +40,18 @@ def parse_time(value: str) -> datetime | None:
         frac = digits.group(0) if digits else ""
         text = head + "." + (frac[:6].ljust(6, "0")) + rest[len(frac) :]
     try:
-        return datetime.fromisoformat(text)
-    except ValueError:
+        moment = datetime.fromisoformat(text)
+        moment.astimezone(UTC)  # a zone offset may push it out of Python's range (year 0 or 10000)
+    except (ValueError, OverflowError):
         return None
+    return moment
 
 
 def format_time(moment: datetime) -> str:
     """metav1.Time wire format: UTC, whole seconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Not strftime: glibc's %Y drops the zero padding of years before 1000 ("1-01-01T00:00:00Z").
+    m = moment.astimezone(UTC)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
 
 
 def _format_checker() -> jsonschema.FormatChecker:
