@@ -27,14 +27,8 @@ EXPECTED_CLUSTER_RULES = {
     ("trainer.kubeflow.org", "trainjobs", verb) for verb in ("get", "list", "watch", "patch")
 } | {
     ("kubeflow.org", "trials", "get"),
-    ("kubeflow.org", "trials", "list"),
-    ("kubeflow.org", "trials", "watch"),
     ("kubeflow.org", "trials/status", "patch"),
     ("kubeflow.org", "experiments", "get"),
-    ("kubeflow.org", "experiments", "list"),
-    ("kubeflow.org", "experiments", "watch"),
-    ("", "events", "create"),
-    ("", "events", "patch"),
     ("events.k8s.io", "events", "create"),
     ("events.k8s.io", "events", "patch"),
 }

@@ -18,16 +18,7 @@ RBAC = Path(__file__).resolve().parents[2] / "manifests" / "base" / "rbac.yaml"
 
 #: Granted but not used by the code, each for a stated reason. Keep in sync with docs/cluster.md.
 #: (The test fails when one of these starts being used or is removed from rbac.yaml.)
-UNUSED_GRANTS = {
-    # Core-group Events: the collector records events.k8s.io/v1 Events only.
-    ("", "events", "create"),
-    ("", "events", "patch"),
-    # Trials and Experiments are read with get (B's resolver, the TTL cache); no informer on them yet.
-    ("kubeflow.org", "trials", "list"),
-    ("kubeflow.org", "trials", "watch"),
-    ("kubeflow.org", "experiments", "list"),
-    ("kubeflow.org", "experiments", "watch"),
-}
+UNUSED_GRANTS: set[tuple[str, str, str]] = set()
 
 
 def _granted() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]], set[str]]:

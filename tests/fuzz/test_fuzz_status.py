@@ -1,7 +1,8 @@
 """Property-based fuzzing of the trainerStatus parser and the snapshot pipeline (hypothesis).
 
 Two profiles of the same properties: a short one in the fast suite, and a long one marked ``slow``
-(``make test-slow``; ``KP_FUZZ_EXAMPLES`` sets its size, default 20,000 examples per property).
+(``make test-slow``; ``KP_FUZZ_EXAMPLES`` sets its size: default 20,000 statuses, and a quarter as
+many streams of up to 12 snapshots).
 
 Properties:
 1. ``parse_trainer_status`` returns a ``ParsedSnapshot`` or raises ``StatusError``; nothing else.
@@ -45,6 +46,7 @@ GO_DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
 LONG = int(os.environ.get("KP_FUZZ_EXAMPLES", "20000"))
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=LONG, deadline=None, suppress_health_check=list(HealthCheck))
+SLOW_STREAMS = settings(SLOW, max_examples=max(1, LONG // 4))  # a stream is up to 12 snapshots
 TYPE_OR_LIMIT = {
     RejectReason.WRONG_TYPE,
     RejectReason.INVALID_NAME,
@@ -147,6 +149,7 @@ def test_pipeline_stream_properties(statuses: list[Any]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @SLOW
 @given(trainer_statuses())
 def test_parser_properties_long(raw: Any) -> None:
@@ -154,7 +157,8 @@ def test_parser_properties_long(raw: Any) -> None:
 
 
 @pytest.mark.slow
-@SLOW
+@pytest.mark.timeout(3600)
+@SLOW_STREAMS
 @given(streams())
 def test_pipeline_stream_properties_long(statuses: list[Any]) -> None:
     check_stream(statuses)
