@@ -272,11 +272,6 @@ def test_status_endpoint_and_standin(path: Path, endpoint: StatusEndpoint, stand
         code, doc = _post(endpoint, body)
         if entry["crd_valid"] is True:
             assert code == 200, doc
-            if path.stem == "time_edge_1":
-                # Known bug (katib_progress/local/endpoint.py, reported): strftime("%Y") drops the zero
-                # padding of year 1, so the endpoint hands on "1-01-01T00:00:00Z", which no RFC 3339
-                # parser (the collector's included) reads back.
-                pytest.xfail("local endpoint formats year 1 as '1-01-01T00:00:00Z'")
             parse_rfc3339(doc["status"]["trainerStatus"]["lastUpdatedTime"], field="lastUpdatedTime")
         elif entry["crd_valid"] is None:
             assert code == 400 and doc["reason"] == "BadRequest", doc

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from katib_progress.core.timefmt import floor_second, parse_rfc3339
+from katib_progress.core.timefmt import floor_second, format_rfc3339nano, parse_rfc3339
 
 _log = logging.getLogger(__name__)
 
@@ -166,7 +166,8 @@ def _validated(raw: Mapping[str, Any]) -> dict[str, Any]:
         raise _Reject(
             422, "Invalid", str(exc), (("trainerStatus.lastUpdatedTime", "must be RFC 3339"),)
         ) from None
-    status["lastUpdatedTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # metav1.Time, one-second precision; keeps the 4-digit year (strftime("%Y") does not).
+    status["lastUpdatedTime"] = format_rfc3339nano(moment)
     return status
 
 
