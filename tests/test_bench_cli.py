@@ -16,7 +16,8 @@ from katib_progress.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BANK = ROOT / "benchmarks" / "data" / "digits-mlp.json.gz"
-REFERENCE_SCHEMA = Path("/work/shared/reference/curve-bank.schema.json")
+# shared/ lies beside the repository (as CI lays it out).
+REFERENCE_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "curve-bank.schema.json"
 PACKAGED_SCHEMA = ROOT / "katib_progress" / "bench" / "curve-bank.schema.json"
 
 

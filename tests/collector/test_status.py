@@ -24,7 +24,8 @@ from katib_progress.core.status import (
 )
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 
-CRD = Path("/work/shared/reference/crds/trainer.kubeflow.org_trainjobs.yaml")
+# The upstream CRD, vendored unchanged from shared/reference/crds (CI may not have /work/shared).
+CRD = Path(__file__).resolve().parents[1] / "kubestandin" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"
 T0 = "2026-03-01T12:00:05Z"
 
 

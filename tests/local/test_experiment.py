@@ -14,7 +14,8 @@ from katib_progress.local.experiment import load_experiment, parse_experiment
 
 from .conftest import experiment_doc, write_experiment
 
-REFERENCE = Path("/work/shared/reference/katib-experiment-trainjob.example.yaml")
+# Katib's own example, vendored unchanged from shared/reference.
+REFERENCE = Path(__file__).resolve().parent / "data" / "katib-experiment-trainjob.example.yaml"
 EXAMPLE = Path(__file__).parents[2] / "examples" / "local" / "experiment.yaml"
 
 
