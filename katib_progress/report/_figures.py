@@ -44,6 +44,15 @@ def _line(trial: TrialRecord, metric: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def wants_log_axis(values: Sequence[float | None]) -> bool:
+    """A log y-axis when every value is positive and they span two decades or more.
+
+    Losses of diverging trials dwarf the good ones; on a linear axis the curves that matter flatten.
+    """
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return bool(finite) and min(finite) > 0 and max(finite) / min(finite) >= 100
+
+
 def curves(report: Report, metric: str) -> go.Figure:
     """``metric`` vs progress %, every trial overlaid: one trace per status (gaps between trials)."""
     fig = go.Figure()
@@ -107,7 +116,11 @@ def curves(report: Report, metric: str) -> go.Figure:
                     hovertemplate=best + "<br>progress %{x}%<br>" + metric + " %{y}<extra></extra>",
                 )
             )
-    return _layout(fig, f"{metric} vs progress", "progress %", metric)
+    _layout(fig, f"{metric} vs progress", "progress %", metric)
+    values = [y for trace in fig.data for y in (trace.y or ())]
+    if wants_log_axis(values):
+        fig.update_yaxes(type="log", title=f"{metric} (log scale)")
+    return fig
 
 
 def _objectives(report: Report) -> list[float | None]:
