@@ -11,24 +11,21 @@ flushed within ``flush_timeout_s``.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
-from types import FrameType
 from typing import Any
 
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
 from collector.counters import Counters
-from collector.kube import JobEvent, TrainJobWatcher, WatchSettings, load_api_client
+from collector.kube import JobEvent, TrainJobWatcher, WatchSettings
 from collector.pipeline import JobRef, SnapshotProcessor
 from collector.sinks import ObservationSink
 from katib_progress.core.types import ProgressPoint
-from katib_progress.errors import ConfigError, KatibProgressError, TemporaryError
+from katib_progress.errors import KatibProgressError, TemporaryError
 
 _log = logging.getLogger(__name__)
 
@@ -159,54 +156,3 @@ class Collector:
     def stop(self) -> None:
         self._stopping.set()
         self.watcher.stop()
-
-
-def _settings_from_args(args: argparse.Namespace) -> CollectorSettings:
-    namespaces = tuple(getattr(args, "namespace", None) or ())
-    return CollectorSettings(watch=WatchSettings(namespaces=namespaces))
-
-
-def main(args: argparse.Namespace) -> int:
-    """``katib-progress collector run``: 0 after a clean shutdown with the sink drained, 1 when rows
-    were left undelivered, 2 on invalid configuration."""
-    from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-
-    try:
-        settings = getattr(args, "collector_settings", None) or _settings_from_args(args)
-        db_settings = DBManagerSettings.from_cli(args)
-        api_client = load_api_client(getattr(args, "kubeconfig", None))
-    except (ConfigError, ValueError) as exc:
-        _log.error("invalid configuration: %s", exc, extra={"event": "config_error"})
-        return 2
-    sink = DBManagerSink(args.db_manager, settings=db_settings)
-    collector = Collector(settings, sink, api_client, counters=sink.counters)
-
-    def _terminate(signum: int, _frame: FrameType | None) -> None:
-        _log.info("signal %s received; stopping", signal.Signals(signum).name, extra={"event": "stopping"})
-        collector.stop()
-
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
-    scope = ",".join(settings.watch.namespaces) or "*"
-    _log.info(
-        "collector started: namespaces=%s db-manager=%s",
-        scope,
-        args.db_manager,
-        extra={"event": "started", "namespaces": scope, "db_manager": args.db_manager},
-    )
-    try:
-        collector.run()
-    finally:
-        drained = sink.flush(settings.flush_timeout_s)
-        sink.close()
-        api_client.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    _log.info(
-        "collector stopped: drained=%s counters=%s",
-        drained,
-        collector.counters.snapshot(),
-        extra={"event": "stopped", "drained": drained},
-    )
-    return 0 if drained else 1

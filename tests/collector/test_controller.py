@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from collector.controller import BACKPRESSURE, Collector, CollectorSettings, main
+from collector.controller import BACKPRESSURE, Collector, CollectorSettings
 from collector.kube import BackoffSettings, WatchSettings
 from collector.rows import PROGRESS_METRIC, SEQ_METRIC
 from collector.sinks import MemorySink
+from katib_progress.cli import main as cli_main
 from katib_progress.core.types import ProgressPoint
 from katib_progress.errors import TemporaryError
 from tests.kubestandin import KubeStandin
@@ -132,9 +132,9 @@ def test_run_iterations_seam(kube: KubeStandin, objs: Objects) -> None:
     assert _values(sink, "t", PROGRESS_METRIC) == ["5"]
 
 
-def test_main_rejects_a_missing_kubeconfig(tmp_path: Path) -> None:
-    args = argparse.Namespace(kubeconfig=str(tmp_path / "nope"), namespace=None, db_manager="127.0.0.1:1")
-    assert main(args) == 2
+def test_collector_run_rejects_a_missing_kubeconfig(tmp_path: Path) -> None:
+    argv = ["collector", "run", "--kubeconfig", str(tmp_path / "nope"), "--db-manager", "127.0.0.1:1"]
+    assert cli_main(argv) == 2
 
 
 def test_settings_are_validated() -> None:
