@@ -29,3 +29,14 @@ def test_point_rejects_out_of_range_values_naming_the_field(field: str, value: f
 def test_decision_helpers() -> None:
     assert not Decision.cont().prune
     assert Decision(Verdict.PRUNE, "diverged").prune
+
+
+def test_apply_strategy_follows_katib_metric_strategies() -> None:
+    from katib_progress.core.strategy import apply_strategy
+
+    values = [0.9, float("nan"), 0.4, 0.6, float("inf")]
+    assert apply_strategy(values, "min") == 0.4
+    assert apply_strategy(values, "max") == 0.9
+    assert apply_strategy(values, "latest") == 0.6  # the last finite value
+    assert apply_strategy([float("nan")], "min") is None
+    assert apply_strategy([], "latest") is None

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import jsonschema
 
+from katib_progress.core.strategy import Strategy, apply_strategy
 from katib_progress.errors import ConfigError
 
 Direction = Literal["minimize", "maximize"]
-Strategy = Literal["min", "max", "latest"]
 
 _NON_FINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf, "+inf": math.inf}
 _NON_FINITE |= {"-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf}
@@ -84,16 +84,7 @@ class Bank:
         Only finite values count (non-finite ones are never written as observation rows); None when
         the trial reported no finite objective at all.
         """
-        values = [
-            p.metrics[self.metric] for p in points if math.isfinite(p.metrics.get(self.metric, math.nan))
-        ]
-        if not values:
-            return None
-        if self.strategy == "min":
-            return min(values)
-        if self.strategy == "max":
-            return max(values)
-        return values[-1]
+        return apply_strategy((p.metrics.get(self.metric, math.nan) for p in points), self.strategy)
 
     def final_objective(self, trial: BankTrial) -> float | None:
         return self.objective(trial.points)

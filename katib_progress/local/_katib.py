@@ -4,7 +4,6 @@ observations computed from the DB manager's observation log by ``metricStrategie
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +14,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
+from katib_progress.core.strategy import apply_strategy
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 from katib_progress.errors import ConfigError, PermanentError, TemporaryError
 from katib_progress.local.experiment import LocalExperiment
@@ -243,12 +243,5 @@ def reduce_log(logs: Sequence[Any], strategy: str) -> float | None:
             stamp = parse_rfc3339(log.time_stamp, field="time_stamp")
         except ValueError:
             continue
-        if math.isfinite(value):
-            values.append((stamp, i, value))
-    if not values:
-        return None
-    if strategy == "min":
-        return min(v for _, _, v in values)
-    if strategy == "max":
-        return max(v for _, _, v in values)
-    return max(values)[2]
+        values.append((stamp, i, value))
+    return apply_strategy((v for _, _, v in sorted(values)), strategy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from katib_progress.core.strategy import apply_strategy
 from katib_progress.report.model import CurvePoint, Objective, Strategy, TrialRecord, TrialStatus
 
 
@@ -18,14 +19,7 @@ def extract(trial: TrialRecord, metric: str, strategy: Strategy) -> float | None
     observed = trial.observation.get(metric)
     if observed is not None and math.isfinite(observed):
         return observed
-    values = [v for _, v in metric_series(trial, metric) if math.isfinite(v)]
-    if not values:
-        return None
-    if strategy == "min":
-        return min(values)
-    if strategy == "max":
-        return max(values)
-    return values[-1]
+    return apply_strategy((v for _, v in metric_series(trial, metric)), strategy)
 
 
 def objective_value(trial: TrialRecord, objective: Objective) -> float | None:

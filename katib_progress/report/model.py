@@ -15,9 +15,9 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
+from katib_progress.core.strategy import STRATEGIES, Strategy
+
 Direction = Literal["minimize", "maximize"]
-Strategy = Literal["min", "max", "latest"]
-_STRATEGIES = ("min", "max", "latest")
 
 
 def _frozen(mapping: Mapping[str, object] | None) -> MappingProxyType:
@@ -59,15 +59,15 @@ class Objective:
         if self.direction not in ("minimize", "maximize"):
             raise ValueError(f"objective.direction must be minimize or maximize, got {self.direction!r}")
         for name, value in self.strategies.items():
-            if value not in _STRATEGIES:
+            if value not in STRATEGIES:
                 raise ValueError(f"objective.strategies[{name!r}] must be min, max or latest, got {value!r}")
         object.__setattr__(self, "strategies", _frozen(self.strategies))
         object.__setattr__(self, "additional_metrics", tuple(self.additional_metrics))
 
     def strategy(self, metric: str) -> Strategy:
         value = self.strategies.get(metric)
-        if value in _STRATEGIES:
-            return value  # type: ignore[return-value]
+        if value in STRATEGIES:
+            return value
         return "min" if self.direction == "minimize" else "max"
 
     def better(self, a: float, b: float) -> bool:
