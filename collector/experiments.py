@@ -24,13 +24,12 @@ from kubernetes import client
 
 from collector.kube._client import classify
 from katib_progress.errors import ConfigError
+from katib_progress.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
 from suggestion.pruning.config import PruningConfig
 
 _log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1beta1", "experiments"
-OUR_ALGORITHM_PREFIX = "kp-"
-EARLY_STOPPING_ALGORITHM = "katib-progress"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +44,7 @@ class ExperimentInfo:
 
     @property
     def ours(self) -> bool:
-        return self.algorithm.startswith(OUR_ALGORITHM_PREFIX)
+        return self.algorithm.startswith(ALGORITHM_PREFIX)
 
     @property
     def prunes(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from katib_progress.names import ALGORITHM_PREFIX
 from suggestion._domain import InvalidExperimentError
 
 _SEED_MAX = 2**32 - 1
@@ -87,13 +88,10 @@ ALGORITHMS: Mapping[str, type[_Settings]] = {
 
 AlgorithmSettings = _Settings
 
-# katib-config registers our algorithms under prefixed names (``kp-tpe``...) so that the stock
-# images keep the plain names; both spellings select the same algorithm here.
-ALGORITHM_PREFIX = "kp-"
-
 
 def canonical_algorithm(name: str) -> str:
-    """``kp-tpe`` -> ``tpe``; plain names are returned unchanged."""
+    """``kp-tpe`` -> ``tpe`` (katib-config's prefixed names select the same algorithm); plain names are
+    returned unchanged."""
     return name.removeprefix(ALGORITHM_PREFIX)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes import client
 
 from collector.kube._client import classify
+from katib_progress.names import EXPERIMENT_LABEL
 
 _log = logging.getLogger(__name__)
 
@@ -19,7 +20,6 @@ TRIAL_GROUP = "kubeflow.org"
 TRIAL_VERSION = "v1beta1"
 TRIAL_API_VERSION = f"{TRIAL_GROUP}/{TRIAL_VERSION}"
 TRIAL_PLURAL = "trials"
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import numpy as np
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.errors import ConfigError
+from katib_progress.names import EARLY_STOPPING_ALGORITHM
 from suggestion.pruning._build import build_policy
 from suggestion.pruning._history import TrialState
 from suggestion.pruning.config import PruningConfig
@@ -39,7 +40,7 @@ pb: Any = katib_api_pb2
 SERVICE_NAME = "api.v1.beta1.EarlyStopping"
 #: The algorithm name documented for katib-config's ``runtime.earlyStoppings`` (any name mapped to
 #: this image is accepted: Katib only calls the service deployed for the name it was configured with).
-ALGORITHM_NAME = "katib-progress"
+ALGORITHM_NAME = EARLY_STOPPING_ALGORITHM
 
 _CONDITIONS = {
     pb.TrialStatus.SUCCEEDED: TrialState.COMPLETE,

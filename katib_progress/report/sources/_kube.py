@@ -10,12 +10,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from katib_progress.errors import ConfigError, PermanentError, TemporaryError
+from katib_progress.names import EXPERIMENT_LABEL
 
 _log = logging.getLogger(__name__)
 
 KATIB = ("kubeflow.org", "v1beta1")
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 
 
 @dataclass(frozen=True, slots=True)
