@@ -31,7 +31,7 @@ from kubernetes import client
 
 from collector.counters import Counters
 from collector.events import EventRecorder, ObjectRef
-from collector.kube._client import classify
+from collector.kube._client import call_or_none, classify
 from collector.pipeline import JobRef
 from katib_progress.core.types import Decision
 
@@ -99,17 +99,9 @@ class Enforcer:
     # -- API helpers (each failure classified) ------------------------------------------------------
 
     def _get(self, gv: tuple[str, str], plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            obj = self._api.get_namespaced_custom_object(
-                *gv, namespace, plural, name, _request_timeout=self._timeout
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise classify(exc) from exc
-        except OSError as exc:
-            raise classify(exc) from exc
-        return dict(obj)
+        get = self._api.get_namespaced_custom_object
+        obj = call_or_none(get, *gv, namespace, plural, name, _request_timeout=self._timeout)
+        return None if obj is None else dict(obj)
 
     def _condition(self, message: str) -> dict[str, str]:
         now = _second(self._clock())
@@ -164,22 +156,16 @@ class Enforcer:
             return False
         if condition_true(obj, "Complete") or condition_true(obj, "Failed"):
             return False
-        try:
-            self._api.patch_namespaced_custom_object(
-                *TRAINER,
-                job.namespace,
-                "trainjobs",
-                job.name,
-                {"spec": {"suspend": True}},
-                _request_timeout=self._timeout,
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise classify(exc) from exc
-        except OSError as exc:
-            raise classify(exc) from exc
-        return True
+        patched = call_or_none(
+            self._api.patch_namespaced_custom_object,
+            *TRAINER,
+            job.namespace,
+            "trainjobs",
+            job.name,
+            {"spec": {"suspend": True}},
+            _request_timeout=self._timeout,
+        )
+        return patched is not None  # None: the TrainJob is gone
 
     def prune(self, job: JobRef, decision: Decision) -> EnforceResult:
         message = f"Trial is early stopped: {describe(decision)}"

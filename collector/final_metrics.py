@@ -30,7 +30,7 @@ from kubernetes import client
 from collector.counters import Counters
 from collector.enforce import TRAINER, condition_true
 from collector.events import EventRecorder, ObjectRef
-from collector.kube._client import classify
+from collector.kube._client import call_or_none
 from collector.pipeline import JobRef
 from collector.rows import MetricRow, content_digest, recover_state, snapshot_rows
 from katib_progress.core.status import StatusError, parse_trainer_status
@@ -163,16 +163,17 @@ class FinalMetricsMarker:
 
     def _mark(self, job: JobRef) -> bool:
         body = {"metadata": {"annotations": {MARKER_ANNOTATION: MARKER_VALUE}}}
-        try:
-            self._api.patch_namespaced_custom_object(
-                *TRAINER, job.namespace, "trainjobs", job.name, body, _request_timeout=self._timeout
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return True  # gone: nothing left to mark
-            raise classify(exc) from exc
-        except OSError as exc:
-            raise classify(exc) from exc
+        patched = call_or_none(
+            self._api.patch_namespaced_custom_object,
+            *TRAINER,
+            job.namespace,
+            "trainjobs",
+            job.name,
+            body,
+            _request_timeout=self._timeout,
+        )
+        if patched is None:
+            return True  # gone: nothing left to mark
         self.counters.inc(MARKED)
         _log.info(
             "TrainJob %s/%s: final metrics stored; marker set",

@@ -6,7 +6,7 @@ Kubernetes types and the ``kubernetes`` client are confined to this package.
 from __future__ import annotations
 
 from collector.kube._backoff import Backoff, BackoffSettings
-from collector.kube._client import classify, load_api_client
+from collector.kube._client import call_or_none, classify, load_api_client
 from collector.kube._model import JobEvent, WatchSettings
 from collector.kube._owners import EXPERIMENT_LABEL, TrialRef, trial_owner
 from collector.kube.watcher import TrainJobWatcher
@@ -19,6 +19,7 @@ __all__ = [
     "TrainJobWatcher",
     "TrialRef",
     "WatchSettings",
+    "call_or_none",
     "classify",
     "load_api_client",
     "trial_owner",

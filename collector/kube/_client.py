@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client, config
@@ -12,6 +14,8 @@ from kubernetes.config.config_exception import ConfigException
 from katib_progress.errors import ConfigError, PermanentError, TemporaryError
 
 _log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # 4xx codes worth retrying: timeout, conflict, gone (re-list), too many requests.
 _RETRYABLE_4XX = frozenset({408, 409, 410, 429})
@@ -61,3 +65,15 @@ def classify(exc: BaseException) -> TemporaryError | PermanentError:
         raise TypeError(f"exc: not a Kubernetes client failure: {exc!r}") from exc
     error.__cause__ = exc
     return error
+
+
+def call_or_none(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
+    """Run one Kubernetes API call; None when the object is gone (404), every other failure classified."""
+    try:
+        return call(*args, **kwargs)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise classify(exc) from exc
+    except OSError as exc:
+        raise classify(exc) from exc
