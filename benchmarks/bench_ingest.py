@@ -24,11 +24,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
-from collector.rows import MetricRow
-from collector.sinks import MemorySink, ObservationSink
-from collector.store import start_store_server
+from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.rows import MetricRow
+from katib_progress.collector.sinks import MemorySink, ObservationSink
+from katib_progress.collector.store import start_store_server
 from katib_progress.core.timefmt import format_rfc3339nano
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -295,8 +295,8 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
     import logging
 
     logging.disable(logging.ERROR)  # buffer-full refusals are expected here; they are counted instead
-    from collector.katib.dbmanager import DBManagerSink
-    from collector.pipeline import JobRef, SnapshotProcessor
+    from katib_progress.collector.katib.dbmanager import DBManagerSink
+    from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
 
     pinned = _pin(0, 1)
     base = datetime.now(UTC).replace(microsecond=0)
@@ -401,7 +401,7 @@ def regex_sidecar_cpu_per_1000(lines: int) -> float:
 
 def collector_parse_cpu_per_1000(snapshots: int) -> float:
     """CPU seconds per 1,000 snapshots of the collector's own parsing (no I/O, no sequencing)."""
-    from collector.rows import snapshot_rows
+    from katib_progress.collector.rows import snapshot_rows
     from katib_progress.core.status import parse_trainer_status
 
     base = datetime(2026, 3, 1, tzinfo=UTC)

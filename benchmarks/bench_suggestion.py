@@ -22,8 +22,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suggestion._names import trial_name
-from suggestion.server import create_server
+from katib_progress.suggestion._names import trial_name
+from katib_progress.suggestion.server import create_server
 from tests.suggestion.katib_fake import Cond, FakeKatib, FakeTrial, default_objective, experiment
 
 SEED = 7

@@ -7,16 +7,17 @@ import json
 import logging
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from katib_progress.bench import BenchSettings, PolicySummary, default_policies, load_bank, run_bench
-from katib_progress.bench._bank import Bank
-from katib_progress.bench._run import MODES
-from katib_progress.errors import KatibProgressError
+from katib_progress.core.errors import ConfigError, KatibProgressError
+
+if TYPE_CHECKING:
+    from katib_progress.bench import BenchSettings, PolicySummary
+    from katib_progress.bench._bank import Bank
 
 _log = logging.getLogger(__name__)
 
@@ -39,7 +40,9 @@ def register(subparsers: Any) -> None:
         help="none, katib-medianstop, optuna-median, optuna-hyperband, engine:POLICY, grpc:POLICY "
         "(repeatable; default: the baselines plus grpc:default)",
     )
-    p.add_argument("--mode", action="append", dest="modes", choices=MODES, help="default: both")
+    p.add_argument(
+        "--mode", action="append", dest="modes", metavar="MODE", help="pruning or sampler (default: both)"
+    )
     p.add_argument("--workers", type=int, default=4, help="parallelTrialCount (default 4)")
     p.add_argument("--budget", type=int, default=100, help="trials per replay in sampler mode (default 100)")
     p.add_argument("--limit", type=int, default=None, help="trials per replay in pruning mode (default all)")
@@ -92,12 +95,19 @@ def _table(bank: Bank, summaries: list[PolicySummary], settings: BenchSettings) 
 
 
 def _run(args: argparse.Namespace) -> int:
+    # Imported here: the bench loads the whole suggestion service (Optuna, scipy), about a second
+    # that `katib-progress --help` should not pay.
+    from katib_progress.bench import MODES, BenchSettings, default_policies, load_bank, run_bench
+
     err = Console(stderr=True)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Per-decision INFO lines of the service under test would drown the progress bar.
-        for name in ("suggestion", "katib_progress.bench"):
+        for name in ("katib_progress.suggestion", "katib_progress.bench"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
+        unknown = [m for m in args.modes or () if m not in MODES]
+        if unknown:
+            raise ConfigError("--mode", f"unknown mode {unknown[0]!r}; allowed: {', '.join(MODES)}")
         bank = load_bank(args.bank)
         settings = BenchSettings(
             policies=tuple(args.policies or default_policies()),

@@ -1,48 +1,55 @@
 """The ``katib-progress`` command.
 
-Each area owns its subcommands in its own module, exposing ``register(subparsers)``; this file only
-wires them together, so adding a command never means editing another area's code.
+Each component owns its subcommands in its own module, exposing ``register(subparsers)`` (each
+registered parser sets ``func=callable(args) -> int``); this module wires them together and plugs
+the suggestion service's pruning implementation into the collector (the two never import each other).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
-from katib_progress import __version__, logs
-
-# Modules that expose ``register(subparsers: argparse._SubParsersAction) -> None``.
-# Each registered parser must set ``func=callable(args) -> int`` via ``set_defaults``.
-_COMMAND_MODULES = (
-    "collector.cli",  # collector run, db serve
-    "suggestion.cli",  # suggestion serve
-    "katib_progress.local.cli",  # sweep
-    "katib_progress.bench_cli",  # bench pruning
-    "katib_progress.report.cli",  # report, watch, status
-)
+from katib_progress import bench_cli
+from katib_progress.collector import cli as collector_cli
+from katib_progress.core import logs
+from katib_progress.core.pruning import PruningBackend
+from katib_progress.local import cli as local_cli
+from katib_progress.report import cli as report_cli
+from katib_progress.suggestion import cli as suggestion_cli
 
 _log = logging.getLogger(__name__)
 
 
+def _pruning_backend() -> PruningBackend:
+    """The suggestion service's pruning, imported on use: it loads Optuna and scipy (about a second),
+    which only ``collector run`` needs."""
+    from katib_progress.suggestion.pruning.backend import BACKEND
+
+    return BACKEND
+
+
+def _version() -> str:
+    try:
+        return version("katib-progress")
+    except PackageNotFoundError:  # running from a checkout without an install
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="katib-progress", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"katib-progress {__version__}")
+    parser.add_argument("--version", action="version", version=f"katib-progress {_version()}")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     parser.add_argument("--log-json", action="store_true", help="structured JSON log lines on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            # Only tolerate the module itself being absent (an area not built yet), never a
-            # missing dependency inside it.
-            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-                raise
-            continue
-        module.register(sub)
+    collector_cli.register(sub, pruning=_pruning_backend)  # collector run, db serve
+    suggestion_cli.register(sub)  # suggestion serve
+    local_cli.register(sub)  # sweep
+    bench_cli.register(sub)  # bench pruning
+    report_cli.register(sub)  # report, watch, status
     return parser
 
 

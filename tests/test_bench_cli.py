@@ -170,8 +170,6 @@ def test_cli_table_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_engine_over_grpc_decides_like_the_library(tmp_path: Path) -> None:
-    pytest.importorskip("suggestion.pruning.client")
-    pytest.importorskip("suggestion.pruning.service")
     doc = json.loads(gzip.decompress(BANK.read_bytes()))
     doc["trials"] = doc["trials"][:40]
     bank = parse_bank(doc)

@@ -23,8 +23,8 @@ from katib_progress.bench import (
     replay,
     run_bench,
 )
+from katib_progress.core.errors import ConfigError
 from katib_progress.core.types import Decision, ProgressPoint, Verdict
-from katib_progress.errors import ConfigError
 
 
 def _curve(values: Sequence[Any], *, step_s: float = 10.0, metric: str = "val_loss") -> list[dict[str, Any]]:
@@ -249,7 +249,6 @@ def test_the_callers_document_is_not_modified() -> None:
 
 
 def test_sampler_mode_goes_through_the_real_suggestion_service() -> None:
-    pytest.importorskip("suggestion.server")
     bank = parse_bank(synthetic_bank())
     settings = BenchSettings(policies=("none",), seeds=1, workers=2, modes=("sampler",), sampler_budget=6)
     [summary] = run_bench(bank, settings)

@@ -32,16 +32,16 @@ from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 from kubernetes.client import ApiException
 from pydantic import ValidationError
 
-from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from collector.pipeline import JobRef, SnapshotProcessor
-from collector.rows import RESERVED_PREFIX, SEQ_METRIC
-from collector.store import StoreServer, start_store_server
+from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
+from katib_progress.collector.rows import RESERVED_PREFIX, SEQ_METRIC
+from katib_progress.collector.store import StoreServer, start_store_server
 from katib_progress.core.status import StatusError, TrainerStatus, parse_trainer_status
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 from katib_progress.core.types import ProgressPoint, Verdict
 from katib_progress.local.endpoint import StatusEndpoint
-from suggestion.pruning import PruningConfig, PruningEngine
-from suggestion.server import SuggestionServer, create_server
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine
+from katib_progress.suggestion.server import SuggestionServer, create_server
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import Objects
 from tests.suggestion.katib_fake import Cond, FakeKatib, experiment

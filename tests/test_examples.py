@@ -21,6 +21,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from katib_progress.suggestion._settings import parse_settings
+from katib_progress.suggestion.pruning.config import PruningConfig
 from tests.kubestandin import KubeStandin, load_crd
 from tests.test_examples_gjson import (
     FAILURE_CONDITION,
@@ -154,20 +156,18 @@ def test_validation_catches_a_broken_trial(experiment: dict[str, Any], trainjob_
 
 
 def test_pruning_settings_are_accepted(experiment: dict[str, Any]) -> None:
-    config_module = pytest.importorskip("suggestion.pruning.config")
     spec = experiment["spec"]
     settings = {s["name"]: s["value"] for s in spec["earlyStopping"]["algorithmSettings"]}
-    config = config_module.PruningConfig.from_settings(
+    config = PruningConfig.from_settings(
         spec["objective"]["objectiveMetricName"], spec["objective"]["type"], settings
     )
     assert config.objective_metric == spec["objective"]["objectiveMetricName"]
 
 
 def test_algorithm_settings_are_accepted(experiment: dict[str, Any]) -> None:
-    settings_module = pytest.importorskip("suggestion._settings")
     algorithm = experiment["spec"]["algorithm"]
     pairs = [(s["name"], s["value"]) for s in algorithm.get("algorithmSettings") or []]
-    settings_module.parse_settings(algorithm["algorithmName"].removeprefix("kp-"), pairs)
+    parse_settings(algorithm["algorithmName"].removeprefix("kp-"), pairs)
 
 
 @pytest.mark.parametrize("name", YAML_EXAMPLES)

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import jsonschema
 
+from katib_progress.core.errors import ConfigError
 from katib_progress.core.strategy import Strategy, apply_strategy
-from katib_progress.errors import ConfigError
 
 Direction = Literal["minimize", "maximize"]
 

@@ -22,32 +22,20 @@ import optuna
 
 from katib_progress.bench._bank import Bank
 from katib_progress.bench._deciders import Decider, KatibMedianStop, NoPruning, Objective
-from katib_progress.bench._engine import (
-    EngineDecider,
-    GrpcDecider,
-    ServiceUnderTest,
-    engine_available,
-    grpc_available,
-    service_available,
-)
+from katib_progress.bench._engine import EngineDecider, GrpcDecider, ServiceUnderTest
 from katib_progress.bench._optuna import OptunaPrunerDecider
 from katib_progress.bench._sampler import SuggestionSource
 from katib_progress.bench._sim import ReplayResult, TrialSource, replay
 from katib_progress.bench._sources import RandomOrder
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 
 BUILTIN_POLICIES = ("none", "katib-medianstop", "optuna-median", "optuna-hyperband")
 MODES = ("pruning", "sampler")
 
 
 def default_policies() -> list[str]:
-    """The baselines, plus the project's default policy when its engine is importable."""
-    names = list(BUILTIN_POLICIES)
-    if grpc_available():
-        names.append("grpc:default")
-    elif engine_available():
-        names.append("engine:default")
-    return names
+    """The baselines, plus the project's default policy through the real service."""
+    return [*BUILTIN_POLICIES, "grpc:default"]
 
 
 def check_policy(name: str) -> None:
@@ -57,10 +45,6 @@ def check_policy(name: str) -> None:
     if kind not in ("engine", "grpc") or not policy:
         allowed = ", ".join((*BUILTIN_POLICIES, "engine:POLICY", "grpc:POLICY"))
         raise ConfigError("policy", f"unknown policy {name!r}; allowed: {allowed}")
-    if kind == "engine" and not engine_available():
-        raise ConfigError("policy", f"{name}: suggestion.pruning.engine is not importable")
-    if kind == "grpc" and not grpc_available():
-        raise ConfigError("policy", f"{name}: the suggestion service's pruning RPC is not importable")
 
 
 def make_decider(name: str, objective: Objective, *, seed: int, address: str, experiment: str) -> Decider:
@@ -173,8 +157,6 @@ def run_bench(
     trial order (pruning mode) and the same sampler seed (sampler mode)."""
     objective = Objective(bank.metric, bank.direction)
     needs_service = "sampler" in settings.modes or any(p.startswith("grpc:") for p in settings.policies)
-    if needs_service and not service_available():
-        raise ConfigError("sampler", "the suggestion service (suggestion.server) is not importable")
     summaries = []
     with ExitStack() as stack:
         address = stack.enter_context(ServiceUnderTest()).address if needs_service else ""

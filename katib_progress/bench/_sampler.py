@@ -19,7 +19,7 @@ from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 from katib_progress.bench._bank import Bank, BankTrial
 from katib_progress.bench._sim import TrialOutcome
 from katib_progress.bench._sources import NearestConfig
-from katib_progress.errors import PermanentError
+from katib_progress.core.errors import PermanentError
 
 # The generated Katib stubs carry no type information.
 pb: Any = katib_api_pb2

@@ -28,8 +28,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, field_serializer
 
+from katib_progress.core.errors import PermanentError
 from katib_progress.core.timefmt import floor_second, format_rfc3339nano, parse_rfc3339
-from katib_progress.errors import PermanentError
 
 INT32_MAX = 2**31 - 1
 MAX_METRICS = 256

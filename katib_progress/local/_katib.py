@@ -14,9 +14,9 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
+from katib_progress.core.errors import ConfigError, PermanentError, TemporaryError
 from katib_progress.core.strategy import apply_strategy
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
-from katib_progress.errors import ConfigError, PermanentError, TemporaryError
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import TrialSummary
 

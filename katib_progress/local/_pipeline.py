@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
-from collector.sinks import ObservationSink
+from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.sinks import ObservationSink
+from katib_progress.core.errors import KatibProgressError
 from katib_progress.core.types import Decision, ProgressPoint
-from katib_progress.errors import KatibProgressError
 
 _log = logging.getLogger(__name__)
 

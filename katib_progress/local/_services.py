@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.katib.dbmanager import DBManagerSink
-from collector.store import start_store_server
+from katib_progress.collector.katib.dbmanager import DBManagerSink
+from katib_progress.collector.store import start_store_server
+from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.core.types import Decision, ProgressPoint
-from katib_progress.errors import ConfigError, KatibProgressError
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import STORE_FILE
 
@@ -48,7 +48,7 @@ def start_services(workdir: Path, suggestion_address: str | None = None) -> Serv
     sink = DBManagerSink(store.address)
     server = None
     if suggestion_address is None:
-        from suggestion.server import create_server
+        from katib_progress.suggestion.server import create_server
 
         server = create_server(["127.0.0.1:0"])
         server.start()
@@ -61,8 +61,8 @@ class Pruner:
     """Asks the pruning service (over gRPC) about each progress point, with the experiment's config."""
 
     def __init__(self, exp: LocalExperiment, address: str) -> None:
-        from suggestion.pruning import PruningConfig
-        from suggestion.pruning.client import PruningClient
+        from katib_progress.suggestion.pruning import PruningConfig
+        from katib_progress.suggestion.pruning.client import PruningClient
 
         spec = exp.doc.spec
         settings = exp.pruning_settings()

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._pipeline import PruneRequest
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import (

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from katib_progress.errors import ConfigError, KatibProgressError
+from katib_progress.core.errors import ConfigError, KatibProgressError
 
 _log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._model import ExperimentDoc, Metadata, ParameterSpec, TrainJobDoc, TrainJobMetadata
 
 _PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")

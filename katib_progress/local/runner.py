@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from collector.pipeline import JobRef
-from katib_progress.errors import ConfigError, KatibProgressError
+from katib_progress.collector.pipeline import JobRef
+from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.local import _state
 from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from katib_progress.errors import KatibProgressError
+from katib_progress.core.errors import KatibProgressError
 
 _log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
 
 
 def _api_client(kubeconfig: str | None) -> Any:
-    from collector.kube import load_api_client
+    from katib_progress.collector.kube import load_api_client
 
     return load_api_client(kubeconfig)
 

@@ -20,7 +20,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from katib_progress.errors import TemporaryError
+from katib_progress.core.errors import TemporaryError
 from katib_progress.report import _extract as ex
 from katib_progress.report import _format as fmt
 from katib_progress.report.analysis import leaderboard

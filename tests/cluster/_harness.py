@@ -16,16 +16,17 @@ from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 from kubernetes import client
 
-from collector.cluster import ClusterCollector, ClusterOptions
-from collector.controller import CollectorSettings
-from collector.counters import Counters
-from collector.forwarder import ForwarderSettings
-from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from collector.katib.readback import StoredRowsReader
-from collector.kube import BackoffSettings, WatchSettings
-from collector.leader import LeaderSettings
-from collector.rows import SEQ_METRIC
-from collector.store import StoreServer
+from katib_progress.collector.cluster import ClusterCollector, ClusterOptions
+from katib_progress.collector.controller import CollectorSettings
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.forwarder import ForwarderSettings
+from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+from katib_progress.collector.katib.readback import StoredRowsReader
+from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.leader import LeaderSettings
+from katib_progress.collector.rows import SEQ_METRIC
+from katib_progress.collector.store import StoreServer
+from katib_progress.suggestion.pruning.backend import BACKEND
 from tests.kubestandin import KubeStandin
 from tests.kubestandin._server import ServerOptions, StandinHTTPServer
 from tests.kubestandin.objects import KATIB, TRAINER, Objects, trainer_status
@@ -198,6 +199,7 @@ class Stack:
             self.kube.api_client(),
             sink_factory=lambda: DBManagerSink(self.store.address, settings=db, counters=counters),
             reader=StoredRowsReader(self.store.address),
+            pruning=BACKEND,
             counters=counters,
         )
 

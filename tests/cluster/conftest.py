@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.store import start_store_server
-from suggestion.server import create_server
+from katib_progress.collector.store import start_store_server
+from katib_progress.suggestion.server import create_server
 from tests.cluster._harness import Stack, TestFront
 from tests.kubestandin import KubeStandin
 

@@ -92,9 +92,9 @@ def test_collector_run_with_deployment_flags(stack: Stack, tmp_path: Path) -> No
 
 
 def test_deployment_flags_reach_the_cluster_options() -> None:
-    from collector.cluster_cli import DEFAULT_TEMPLATE, _options
-    from collector.forwarder import DEFAULT_TEMPLATE as FORWARDER_TEMPLATE
     from katib_progress.cli import build_parser
+    from katib_progress.collector.cluster_cli import DEFAULT_TEMPLATE, _options
+    from katib_progress.collector.forwarder import DEFAULT_TEMPLATE as FORWARDER_TEMPLATE
 
     args = build_parser().parse_args(
         [

@@ -8,8 +8,8 @@ import socket
 from collections import Counter as Multiset
 from typing import Any
 
-from collector.enforce import EARLY_STOPPED, EARLY_STOPPED_REASON
-from collector.final_metrics import MARKER_ANNOTATION
+from katib_progress.collector.enforce import EARLY_STOPPED, EARLY_STOPPED_REASON
+from katib_progress.collector.final_metrics import MARKER_ANNOTATION
 from tests.cluster._harness import KatibTrialRule, Stack, running_collector, wait_leader, wait_until
 
 

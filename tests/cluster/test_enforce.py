@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from collector.enforce import EARLY_STOPPED, Enforcer, EnforceResult, trial_finished
-from collector.pipeline import JobRef
+from katib_progress.collector.enforce import EARLY_STOPPED, Enforcer, EnforceResult, trial_finished
+from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.types import Decision, Verdict
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import KATIB, TRAINER, Objects

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from collector.final_metrics import final_rows_stored
-from collector.pipeline import JobRef
-from collector.rows import MetricRow, snapshot_rows
+from katib_progress.collector.final_metrics import final_rows_stored
+from katib_progress.collector.pipeline import JobRef
+from katib_progress.collector.rows import MetricRow, snapshot_rows
 from katib_progress.core.status import parse_trainer_status
 from tests.kubestandin.objects import trainer_status
 

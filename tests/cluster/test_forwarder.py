@@ -10,21 +10,22 @@ from datetime import UTC, datetime
 
 import pytest
 
-from collector.counters import Counters
-from collector.experiments import ExperimentInfo
-from collector.forwarder import DecisionClient, ForwarderSettings, PruningForwarder
-from collector.pipeline import JobRef
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.experiments import ExperimentInfo
+from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
+from katib_progress.collector.pipeline import JobRef
+from katib_progress.core.errors import TemporaryError
+from katib_progress.core.pruning import PruningSpec, RemotePruner
 from katib_progress.core.types import Decision, ProgressPoint, Verdict
-from katib_progress.errors import TemporaryError
-from suggestion.pruning.config import PruningConfig
+from katib_progress.suggestion.pruning.backend import BACKEND
 from tests.kubestandin.waiting import wait_until
 
 INFO = ExperimentInfo("ns", "exp", "kp-tpe", "katib-progress", "loss", "minimize")
 
 
 class _Experiments:
-    def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningConfig | None]:
-        return INFO, INFO.pruning_config()
+    def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningSpec | None]:
+        return INFO, INFO.pruning_spec()
 
 
 class _Client:
@@ -37,7 +38,7 @@ class _Client:
         self.fail = False
         self.prune_seq: int | None = None
 
-    def decide(self, point: ProgressPoint, config: PruningConfig | None = None) -> Decision:
+    def decide(self, point: ProgressPoint, spec: PruningSpec | None = None) -> Decision:
         self.gate.wait(10)
         self.seen.append((point.trial, point.seq))
         if self.fail:
@@ -45,6 +46,9 @@ class _Client:
         if self.prune_seq is not None and point.seq >= self.prune_seq:
             return Decision(Verdict.PRUNE, "bad", "divergence")
         return Decision.cont()
+
+    def report_final(self, experiment: str, trial: str, state: str) -> None:
+        return None
 
     def close(self) -> None:
         return None
@@ -64,7 +68,7 @@ def fake() -> _Client:
 
 
 def _forwarder(
-    client: DecisionClient, pruned: list[tuple[str, str]] | None = None, **settings: object
+    client: RemotePruner, pruned: list[tuple[str, str]] | None = None, **settings: object
 ) -> PruningForwarder:
     def on_prune(job: JobRef, decision: Decision) -> None:
         if pruned is not None:
@@ -174,6 +178,7 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
         settings=ForwarderSettings(
             address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
         ),
+        client_factory=BACKEND.connect,
     ).start()
     try:
         for seq in range(3):

@@ -8,7 +8,7 @@ import threading
 import pytest
 from kubernetes import client
 
-from collector.leader import LeaderElector, LeaderSettings
+from katib_progress.collector.leader import LeaderElector, LeaderSettings
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.waiting import wait_until
 

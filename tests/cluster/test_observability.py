@@ -7,8 +7,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.counters import Counters
-from collector.observability import ObservabilityServer
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.observability import ObservabilityServer
 
 
 def _get(url: str) -> tuple[int, str]:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from collector.enforce import Enforcer
-from collector.watchdog import ENABLED, SETTINGS, Watchdog, parse_settings, watchdog_config
-from katib_progress.errors import ConfigError
+from katib_progress.collector.enforce import Enforcer
+from katib_progress.collector.watchdog import ENABLED, SETTINGS, Watchdog, parse_settings, watchdog_spec
+from katib_progress.core.errors import ConfigError
+from katib_progress.core.pruning import PruningSpec
+from katib_progress.suggestion.pruning.backend import BACKEND
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import TRAINER, Objects, trainer_status, trainjob_body
 
@@ -35,7 +37,7 @@ def test_stalled_lone_job_is_suspended_others_are_left_alone(kube: KubeStandin) 
     _lone(objects.api, "friday-run", {ENABLED: "true", SETTINGS: "stall_min_progress=30,stall_window=20"})
     _lone(objects.api, "unwatched", {})
     objects.trial_job("owned")  # Trial-owned: Katib's business, not the watchdog's
-    watchdog = Watchdog(api_client, Enforcer(api_client))
+    watchdog = Watchdog(api_client, Enforcer(api_client), engine_factory=BACKEND.engine)
     suspended_at = None
     for step in range(1, 15):
         when = T0 + timedelta(hours=step)
@@ -59,7 +61,7 @@ def test_improving_job_is_not_suspended(kube: KubeStandin) -> None:
     api_client = kube.api_client()
     objects = Objects(api_client)
     _lone(objects.api, "good", {ENABLED: "true"})
-    watchdog = Watchdog(api_client, Enforcer(api_client))
+    watchdog = Watchdog(api_client, Enforcer(api_client), engine_factory=BACKEND.engine)
     for step in range(1, 20):
         loss = f"{1.0 / step:.4f}"
         objects.set_status(
@@ -76,9 +78,9 @@ def test_settings_annotation_parsing() -> None:
     assert parse_settings("") == {}
     with pytest.raises(ConfigError):
         parse_settings("nonsense")
-    config = watchdog_config(
+    spec = watchdog_spec(
         {SETTINGS: "policy=stall", "katib-progress.kubeflow.org/watchdog-objective": "eval_loss"}
     )
-    assert config.objective_metric == "eval_loss" and config.policy_names == ("stall",)
+    assert spec == PruningSpec("eval_loss", "minimize", {"policy": "stall"})
     with pytest.raises(ConfigError):
-        watchdog_config({SETTINGS: "stall_window=500"})
+        BACKEND.engine(watchdog_spec({SETTINGS: "stall_window=500"}))

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from collector.controller import BACKPRESSURE, Collector, CollectorSettings
-from collector.kube import BackoffSettings, WatchSettings
-from collector.rows import PROGRESS_METRIC, SEQ_METRIC
-from collector.sinks import MemorySink
 from katib_progress.cli import main as cli_main
+from katib_progress.collector.controller import BACKPRESSURE, Collector, CollectorSettings
+from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.sinks import MemorySink
+from katib_progress.core.errors import TemporaryError
 from katib_progress.core.types import ProgressPoint
-from katib_progress.errors import TemporaryError
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import Objects, trainer_status
 from tests.kubestandin.waiting import running, wait_until

@@ -18,13 +18,20 @@ import pytest
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.counters import Counters
-from collector.katib.dbmanager import DROPPED, OVERFLOW, RECOVERED, RETRIES, DBManagerSettings, DBManagerSink
-from collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
-from collector.rows import MetricRow
-from collector.store import StoreServer, start_store_server
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.katib.dbmanager import (
+    DROPPED,
+    OVERFLOW,
+    RECOVERED,
+    RETRIES,
+    DBManagerSettings,
+    DBManagerSink,
+)
+from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.rows import MetricRow
+from katib_progress.collector.store import StoreServer, start_store_server
+from katib_progress.core.errors import TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano
-from katib_progress.errors import TemporaryError
 
 FAST = DBManagerSettings(rpc_timeout_s=2.0, backoff_initial_s=0.02, backoff_max_s=0.2, close_timeout_s=5.0)
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -317,10 +324,11 @@ def test_latest_uses_the_seq_rows_to_find_the_last_snapshot(store: StoreServer) 
 def test_settings_from_cli_arguments_and_validation() -> None:
     import argparse
 
-    from collector.cli import register
+    from katib_progress.collector.cli import register
+    from katib_progress.suggestion.pruning.backend import BACKEND
 
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    register(parser.add_subparsers(), pruning=lambda: BACKEND)
     args = parser.parse_args(
         [
             "collector",

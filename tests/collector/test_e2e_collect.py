@@ -21,12 +21,12 @@ import pytest
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.controller import Collector, CollectorSettings
-from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from collector.kube import BackoffSettings, WatchSettings
-from collector.kube import watcher as w
-from collector.rows import ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
-from collector.store import StoreServer, start_store_server
+from katib_progress.collector.controller import Collector, CollectorSettings
+from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.kube import watcher as w
+from katib_progress.collector.rows import ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.store import StoreServer, start_store_server
 from katib_progress.core.timefmt import parse_rfc3339
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import Objects, trainer_status

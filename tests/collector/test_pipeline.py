@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from collector.counters import Counters
-from collector.pipeline import REJECTED, SNAPSHOTS, JobRef, OutcomeKind, SnapshotProcessor
-from collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC, MetricRow
-from collector.sinks import MemorySink, ObservationSink
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.pipeline import REJECTED, SNAPSHOTS, JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC, MetricRow
+from katib_progress.collector.sinks import MemorySink, ObservationSink
+from katib_progress.core.errors import TemporaryError
 from katib_progress.core.sequence import MAX_OFFSET_US, SequenceState, SnapshotSequencer, StepKind
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 from katib_progress.core.types import ProgressPoint
-from katib_progress.errors import TemporaryError
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOB = JobRef("ns", "trial-a", "uid-a", "exp", "trial-a", started_at=START)

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.store import SERVICE_NAME, StoreServer, start_store_server
+from katib_progress.collector.store import SERVICE_NAME, StoreServer, start_store_server
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ import pytest
 import urllib3
 from kubernetes import client
 
-from collector.counters import Counters
-from collector.kube import (
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.kube import (
     Backoff,
     BackoffSettings,
     JobEvent,
@@ -21,8 +21,8 @@ from collector.kube import (
     classify,
     load_api_client,
 )
-from collector.kube import watcher as w
-from katib_progress.errors import ConfigError, PermanentError, TemporaryError
+from katib_progress.collector.kube import watcher as w
+from katib_progress.core.errors import ConfigError, PermanentError, TemporaryError
 from tests.kubestandin import KubeStandin, Request
 from tests.kubestandin.objects import Objects, trainer_status
 from tests.kubestandin.waiting import running, wait_until

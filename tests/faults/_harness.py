@@ -31,7 +31,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
 from katib_progress.core.timefmt import parse_rfc3339
 from tests.kubestandin.objects import trainer_status
 from tests.kubestandin.waiting import wait_until

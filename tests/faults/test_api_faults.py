@@ -127,10 +127,10 @@ def test_api_faults_lose_nothing(
 def test_watch_and_list_timeouts_in_process(kube: KubeStandin, objs: Objects, store: StoreProc) -> None:
     """Requests that hang past the client's read timeout (a stuck connection): the watcher times out,
     backs off and resumes; nothing is lost. In process, to set second-scale timeouts."""
-    from collector.controller import Collector, CollectorSettings
-    from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-    from collector.kube import BackoffSettings, WatchSettings
-    from collector.kube import watcher as w
+    from katib_progress.collector.controller import Collector, CollectorSettings
+    from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+    from katib_progress.collector.kube import BackoffSettings, WatchSettings
+    from katib_progress.collector.kube import watcher as w
     from tests.kubestandin.waiting import running
 
     settings = CollectorSettings(

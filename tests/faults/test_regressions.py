@@ -8,9 +8,9 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from collector.rows import MetricRow
-from collector.store import start_store_server
+from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
+from katib_progress.collector.rows import MetricRow
+from katib_progress.collector.store import start_store_server
 from katib_progress.core.status import RejectReason, parse_trainer_status
 from tests.kubestandin._schema import format_time, parse_time
 

@@ -23,9 +23,9 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports():
-    from collector.pipeline import JobRef, SnapshotProcessor
-    from collector.rows import snapshot_rows
-    from collector.sinks import MemorySink
+    from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
+    from katib_progress.collector.rows import snapshot_rows
+    from katib_progress.collector.sinks import MemorySink
     from katib_progress.core.status import StatusError, parse_trainer_status
 
 SINK = MemorySink()

@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
-from collector.rows import snapshot_rows
-from collector.sinks import MemorySink
+from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.rows import snapshot_rows
+from katib_progress.collector.sinks import MemorySink
 from katib_progress.core.status import (
     ParsedSnapshot,
     RejectReason,

@@ -57,7 +57,7 @@ def test_short_sweep_completes(tmp_path: Path, run_dir: Path) -> None:
     on_disk = json.loads((run_dir / "summary.json").read_text())
     assert on_disk["status"] == "Succeeded" and len(on_disk["trials"]) == 3
     # the rows really are in the SQLite store (served again over gRPC by a fresh store server)
-    from collector.store import start_store_server
+    from katib_progress.collector.store import start_store_server
 
     store = start_store_server(str(run_dir / "observations.sqlite"))
     try:
@@ -259,7 +259,7 @@ def test_raising_max_trial_count_extends_a_finished_sweep(tmp_path: Path, run_di
     # a different search space is refused for this work directory
     doc["spec"]["parameters"][0]["feasibleSpace"]["max"] = "0.9"
     write_experiment(path, doc)
-    from katib_progress.errors import ConfigError
+    from katib_progress.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="different search"):
         sweep(path, run_dir)

@@ -26,7 +26,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
-from collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC
+from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC
 
 DAY = "2026-11-01"
 NOW = datetime(2026, 11, 1, 11, 20, tzinfo=UTC)  # the summary's updated_at
@@ -187,7 +187,7 @@ def write_rows(address: str) -> None:
 
 def make_workdir(root: Path) -> Path:
     """Write the recorded sweep under ``root/fx`` and return that workdir."""
-    from collector.store import start_store_server
+    from katib_progress.collector.store import start_store_server
 
     workdir = root / "fx"
     (workdir / "trials" / "t-d").mkdir(parents=True)

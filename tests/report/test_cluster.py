@@ -27,14 +27,11 @@ from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 from kubernetes import client
 from rich.console import Console
 
-from collector.rows import ETA_METRIC, PROGRESS_METRIC
+from katib_progress.collector.rows import ETA_METRIC, PROGRESS_METRIC
 from katib_progress.report import TrialStatus, build_report, render
 from katib_progress.report.live import status_lines, trial_rows, watch
 from katib_progress.report.sources.cluster import load_cluster
-
-kubestandin = pytest.importorskip(
-    "tests.kubestandin", reason="B's API stand-in tests/kubestandin not present yet"
-)
+from tests import kubestandin
 
 NS = "team"
 DAY = "2026-11-02"
@@ -139,7 +136,7 @@ ROWS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    from collector.store import start_store_server
+    from katib_progress.collector.store import start_store_server
 
     store = start_store_server(tmp_path_factory.mktemp("db") / "katib.sqlite")
     with grpc.insecure_channel(store.address) as channel:

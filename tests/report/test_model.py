@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
 from katib_progress.report import (
     CurvePoint,
     ExperimentRecord,

@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from suggestion.server import SuggestionServer, create_server
+from katib_progress.suggestion.server import SuggestionServer, create_server
 
 
 @pytest.fixture

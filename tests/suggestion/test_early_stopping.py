@@ -12,7 +12,9 @@ import pytest
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.core.types import ProgressPoint
-from suggestion.pruning.service import PruningHub
+from katib_progress.suggestion.katib import early_stopping
+from katib_progress.suggestion.pruning.service import PruningHub
+from katib_progress.suggestion.server import create_server
 from tests.suggestion.test_pruning_curves import T0
 
 pb: Any = katib_api_pb2
@@ -23,6 +25,7 @@ def stack() -> Iterator[tuple[PruningHub, Any]]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     hub = PruningHub()
     hub.register(server)
+    early_stopping.add_to_server(hub, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -146,9 +149,8 @@ def test_set_trial_status_marks_the_trial_pruned(stack: tuple[PruningHub, Any]) 
 
 
 def test_served_by_the_suggestion_server() -> None:
-    """The suggestion process (engineer C's server) registers the hub: EarlyStopping answers there."""
-    server_module = pytest.importorskip("suggestion.server")
-    server = server_module.create_server(["127.0.0.1:0"])
+    """The suggestion process registers the hub: EarlyStopping answers there."""
+    server = create_server(["127.0.0.1:0"])
     server.start()
     try:
         channel = grpc.insecure_channel(server.bound_addresses[0])
@@ -163,7 +165,7 @@ def test_served_by_the_suggestion_server() -> None:
 
 
 def test_the_experiments_settings_win_over_a_points_config(stack: tuple[PruningHub, Any]) -> None:
-    from suggestion.pruning import PruningConfig
+    from katib_progress.suggestion.pruning import PruningConfig
 
     hub, stub = stack
     stub.GetEarlyStoppingRules(

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from katib_progress.errors import ConfigError
-from suggestion.pruning import PruningConfig, PruningEngine, build_policy
-from suggestion.pruning.policies import AnyOf, CostGuard, DivergencePolicy, NopPolicy
+from katib_progress.core.errors import ConfigError
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine, build_policy
+from katib_progress.suggestion.pruning.policies import AnyOf, CostGuard, DivergencePolicy, NopPolicy
 
 
 def test_defaults_and_string_settings_are_typed() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from katib_progress.core.types import ProgressPoint
-from suggestion.pruning._history import TrialHistory
+from katib_progress.suggestion.pruning._history import TrialHistory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

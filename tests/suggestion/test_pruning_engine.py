@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from katib_progress.core.types import ProgressPoint
-from suggestion.pruning import PruningConfig, PruningEngine, TrialState
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine, TrialState
 from tests.suggestion.test_pruning_curves import (
     T0,
     diverging_curve,

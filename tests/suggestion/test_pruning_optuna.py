@@ -9,8 +9,8 @@ import pytest
 from optuna.trial import TrialState as OptunaState
 
 from katib_progress.core.types import Decision
-from suggestion.pruning import PruningConfig, PruningEngine
-from suggestion.pruning.policies import OptunaPrunerPolicy
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine
+from katib_progress.suggestion.pruning.policies import OptunaPrunerPolicy
 from tests.suggestion.test_pruning_curves import loss_curve, points, stalling_curve
 
 

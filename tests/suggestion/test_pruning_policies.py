@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from katib_progress.core.types import Decision, ProgressPoint
-from suggestion.pruning import PruningConfig, PruningEngine
-from suggestion.pruning.policies import (
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine
+from katib_progress.suggestion.pruning.policies import (
     AnyOf,
     BudgetPolicy,
     CostGuard,
@@ -21,7 +21,7 @@ from suggestion.pruning.policies import (
     Policy,
     StallPolicy,
 )
-from suggestion.pruning.policies.extrapolation import forecast
+from katib_progress.suggestion.pruning.policies.extrapolation import forecast
 from tests.suggestion.test_pruning_curves import (
     T0,
     diverging_curve,

@@ -8,22 +8,22 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from suggestion._domain import TrialRecord, TrialState
-from suggestion._registry import StudyRegistry
-from suggestion.katib.convert import experiment_from_proto
+from katib_progress.suggestion import server as server_module
+from katib_progress.suggestion._domain import TrialRecord, TrialState
+from katib_progress.suggestion._registry import StudyRegistry
+from katib_progress.suggestion.katib.convert import experiment_from_proto
 from tests.suggestion.katib_fake import Cond, FakeKatib, experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeHub:
-    """Stands in for engineer D's PruningHub: a registered service and learning curves."""
+    """Stands in for the PruningHub: a registered service and learning curves."""
 
     def __init__(self) -> None:
         self.registered = 0
@@ -43,18 +43,15 @@ class FakeHub:
 
 
 def test_pruning_hub_is_registered_and_serves_curves(monkeypatch) -> None:
-    module = types.ModuleType("suggestion.pruning.service")
     hubs: list[FakeHub] = []
 
     def make_hub() -> FakeHub:
         hubs.append(FakeHub())
         return hubs[-1]
 
-    module.PruningHub = make_hub  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "suggestion.pruning.service", module)
-    from suggestion.server import create_server
+    monkeypatch.setattr(server_module, "PruningHub", make_hub)
 
-    server = create_server(["127.0.0.1:0"])
+    server = server_module.create_server(["127.0.0.1:0"])
     server.start()
     try:
         assert len(hubs) == 1 and hubs[0].registered == 1

@@ -35,7 +35,7 @@ def test_health_reports_serving_for_katib_probe_and_overall(start_server) -> Non
 
 
 def test_server_listens_on_every_address(start_server) -> None:
-    from suggestion.server import create_server
+    from katib_progress.suggestion.server import create_server
 
     server = create_server(["127.0.0.1:0", "127.0.0.1:0"])
     server.start()

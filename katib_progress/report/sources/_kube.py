@@ -9,8 +9,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from katib_progress.errors import ConfigError, PermanentError, TemporaryError
-from katib_progress.names import EXPERIMENT_LABEL
+from katib_progress.core.errors import ConfigError, PermanentError, TemporaryError
+from katib_progress.core.names import EXPERIMENT_LABEL
 
 _log = logging.getLogger(__name__)
 

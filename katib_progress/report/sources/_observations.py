@@ -18,9 +18,9 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
-from collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, RESERVED_PREFIX
+from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, RESERVED_PREFIX
+from katib_progress.core.errors import PermanentError, TemporaryError
 from katib_progress.core.timefmt import parse_rfc3339
-from katib_progress.errors import PermanentError, TemporaryError
 from katib_progress.report.model import CurvePoint
 
 _log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.report.model import ExperimentRecord, Objective, TrialRecord, TrialStatus
 from katib_progress.report.sources._observations import fetch_rows, rows_to_curve
 
@@ -162,7 +162,7 @@ def _read_rows(root: Path, names: list[str], address: str | None) -> dict[str, l
     if not db.exists():
         _log.warning("%s has no %s: trials will have no curves", root, OBSERVATIONS_FILE)
         return {}
-    from collector.store import start_store_server
+    from katib_progress.collector.store import start_store_server
 
     server = start_store_server(db)
     try:

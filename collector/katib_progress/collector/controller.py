@@ -1,0 +1,158 @@
+"""The collector process: TrainJob watcher -> SnapshotProcessor -> observation sink.
+
+``Collector`` wires the pieces; ``main(args)`` is what ``katib-progress collector run`` calls.
+
+Snapshots the sink refuses for now (``ProcessOutcome.retry``) are kept per TrainJob, in order, and
+delivered again every ``retry_interval_s`` (and before any newer snapshot of the same job). When a
+job's queue is full the watcher is made to back off and deliver the event again later, so nothing is
+dropped. On SIGTERM/SIGINT the watcher stops, the queues get a last delivery attempt and the sink is
+flushed within ``flush_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes import client
+from pydantic import BaseModel, ConfigDict, Field
+
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.kube import JobEvent, TrainJobWatcher, WatchSettings
+from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
+from katib_progress.collector.sinks import ObservationSink
+from katib_progress.core.errors import KatibProgressError, TemporaryError
+from katib_progress.core.types import ProgressPoint
+
+_log = logging.getLogger(__name__)
+
+PENDING = "collector_snapshots_pending"  # gauge-like: snapshots waiting for the sink (sampled)
+BACKPRESSURE = "collector_backpressure_total"
+
+
+class CollectorSettings(BaseModel):
+    """Settings of one collector process, in small typed groups."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    watch: WatchSettings = WatchSettings()
+    retry_interval_s: float = Field(
+        default=1.0, gt=0, description="re-delivery of snapshots the sink refused"
+    )
+    max_pending_per_job: int = Field(default=256, ge=1, description="refused snapshots held per TrainJob")
+    flush_timeout_s: float = Field(default=10.0, ge=0, description="time to drain the sink on shutdown")
+
+
+def job_ref(event: JobEvent) -> JobRef:
+    return JobRef(
+        namespace=event.namespace,
+        name=event.name,
+        uid=event.uid,
+        experiment=event.trial.experiment,
+        trial=event.trial.name,
+        started_at=event.created,
+    )
+
+
+class Collector:
+    """Watches Trial-owned TrainJobs and writes each distinct trainerStatus snapshot to ``sink``."""
+
+    def __init__(
+        self,
+        settings: CollectorSettings,
+        sink: ObservationSink,
+        api_client: client.ApiClient,
+        *,
+        on_point: Callable[[ProgressPoint], None] | None = None,
+        counters: Counters | None = None,
+        on_event: Callable[[JobEvent], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        # Called with every delivered event before its snapshot is processed (collector/cluster.py).
+        self._event_hook = on_event
+        self.sink = sink
+        self.counters = counters if counters is not None else Counters()
+        self.processor = SnapshotProcessor(sink, counters=self.counters, on_point=on_point)
+        self.watcher = TrainJobWatcher(
+            api_client, self._on_event, settings=settings.watch, counters=self.counters
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[JobRef, deque[Mapping[str, Any] | None]]] = {}
+        self._stopping = threading.Event()
+
+    # -- event handling (called from the watcher's threads) --------------------------------------
+
+    def _on_event(self, event: JobEvent) -> None:
+        if self._event_hook is not None:
+            self._event_hook(event)
+        job = job_ref(event)
+        with self._lock:
+            if event.kind == "delete":
+                self._pending.pop(job.key, None)
+                self.processor.forget(job)
+                _log.info("TrainJob %s/%s deleted; state forgotten", job.namespace, job.name)
+                return
+            entry = self._pending.get(job.key)
+            if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
+                self.counters.inc(BACKPRESSURE)
+                self._drain(job.key)
+                entry = self._pending.get(job.key)
+                if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
+                    raise TemporaryError(f"{len(entry[1])} snapshots of trial {job.trial} wait for the sink")
+            queue = entry[1] if entry is not None else deque()
+            queue.append(event.trainer_status)
+            self._pending[job.key] = (job, queue)
+            self._drain(job.key)
+
+    def _drain(self, key: str) -> None:
+        """Process a job's queued snapshots in order until the sink refuses one (lock held)."""
+        job, queue = self._pending[key]
+        while queue:
+            outcome = self.processor.process(job, queue[0])
+            if outcome.retry:
+                return
+            queue.popleft()
+        del self._pending[key]
+
+    def retry_pending(self) -> int:
+        """Deliver refused snapshots again; returns how many are still waiting."""
+        with self._lock:
+            for key in list(self._pending):
+                self._drain(key)
+            return sum(len(queue) for _, queue in self._pending.values())
+
+    def _retry_loop(self) -> None:
+        while not self._stopping.wait(self.settings.retry_interval_s):
+            try:
+                left = self.retry_pending()
+            except KatibProgressError:
+                _log.exception("re-delivery of pending snapshots failed")
+                continue
+            if left:
+                _log.info("%d snapshot(s) still wait for the sink", left)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def run(self, _iterations: int | None = None) -> None:
+        """Watch until ``stop()`` (or ``_iterations`` list/watch rounds per scope, for tests)."""
+        retry = threading.Thread(target=self._retry_loop, name="collector-retry", daemon=True)
+        retry.start()
+        try:
+            self.watcher.run(_iterations)
+        finally:
+            self._stopping.set()
+            retry.join()
+            left = self.retry_pending()
+            if left:
+                _log.warning("%d refused snapshot(s) not delivered at shutdown", left)
+
+    def has_synced(self) -> bool:
+        """True once the watcher has listed every namespace scope (see ``TrainJobWatcher.has_synced``)."""
+        return self.watcher.has_synced()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.watcher.stop()

@@ -1,0 +1,251 @@
+"""Forward ProgressPoints to each experiment's pruning service, off the collection path.
+
+``PruningForwarder.submit(job, point)`` never blocks and never raises: it replaces any point of the
+same TrainJob still waiting (only the latest matters: the engines are idempotent per (trial, seq)
+and see every point they need through the curve's latest values), and when ``max_pending`` jobs
+wait it drops the oldest one. Worker threads take points in arrival order (never two of one job at
+once), look up the Experiment (TTL cache), call ``Decide`` on
+``address_template.format(experiment=, algorithm=, namespace=)`` with a deadline, and hand PRUNE
+decisions to ``on_prune``. A per-address circuit breaker stops calling a service after
+``breaker_failures`` consecutive failures for an exponentially growing pause (then one trial call).
+Everything that is not forwarded is counted (``collector_pruning_points_total{result=...}``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from katib_progress.collector.counters import Counters
+from katib_progress.collector.experiments import ExperimentInfo
+from katib_progress.collector.pipeline import JobRef
+from katib_progress.core.errors import KatibProgressError, PermanentError, TemporaryError
+from katib_progress.core.pruning import PruningSpec, RemotePruner
+from katib_progress.core.types import Decision, ProgressPoint
+
+_log = logging.getLogger(__name__)
+
+POINTS = "collector_pruning_points_total"  # label result=decided|superseded|dropped_overflow|...
+DECISIONS = "collector_prune_decisions_total"  # label verdict=continue|prune
+ERRORS = "collector_pruning_errors_total"  # label kind=temporary|permanent|experiment|enforce
+BREAKER_OPENED = "collector_pruning_breaker_opened_total"
+
+DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"
+
+
+class ForwarderSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    address_template: str = Field(default=DEFAULT_TEMPLATE, min_length=1)
+    workers: int = Field(default=2, ge=1, le=64)
+    timeout_s: float = Field(default=2.0, gt=0, description="deadline of each Decide call")
+    max_pending: int = Field(default=10_000, ge=1, description="jobs whose latest point waits")
+    breaker_failures: int = Field(default=3, ge=1)
+    breaker_initial_s: float = Field(default=1.0, gt=0)
+    breaker_max_s: float = Field(default=60.0, gt=0)
+    enforce_attempts: int = Field(default=5, ge=1)
+    enforce_backoff_s: float = Field(default=0.5, gt=0)
+
+    def address(self, *, experiment: str, algorithm: str, namespace: str) -> str:
+        return self.address_template.format(experiment=experiment, algorithm=algorithm, namespace=namespace)
+
+
+class ExperimentSource(Protocol):
+    """What the forwarder needs from the Experiment cache (``ExperimentCache``)."""
+
+    def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningSpec | None]: ...
+
+
+@dataclass
+class _Breaker:
+    failures: int = 0
+    open_until: float = 0.0
+    pause: float = 0.0
+
+
+class PruningForwarder:
+    def __init__(
+        self,
+        experiments: ExperimentSource,
+        on_prune: Callable[[JobRef, Decision], object],
+        *,
+        settings: ForwarderSettings | None = None,
+        counters: Counters | None = None,
+        client_factory: Callable[[str, float], RemotePruner],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings or ForwarderSettings()
+        self.counters = counters if counters is not None else Counters()
+        self._experiments = experiments
+        self._on_prune = on_prune
+        self._factory = client_factory
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint]] = OrderedDict()
+        self._busy: set[str] = set()
+        self._clients: dict[str, RemotePruner] = {}
+        self._breakers: dict[str, _Breaker] = {}
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- producer side (collection path) ------------------------------------------------------------
+
+    def submit(self, job: JobRef, point: ProgressPoint) -> None:
+        with self._cond:
+            if self._queue.pop(job.key, None) is not None:
+                self.counters.inc(POINTS, result="superseded")
+            elif len(self._queue) >= self.settings.max_pending:
+                self._queue.popitem(last=False)
+                self.counters.inc(POINTS, result="dropped_overflow")
+            self._queue[job.key] = (job, point)
+            self._cond.notify()
+
+    @property
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._queue) + len(self._busy)
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until nothing is queued or in flight (tests, shutdown)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> PruningForwarder:
+        for i in range(self.settings.workers):
+            thread = threading.Thread(target=self._work, name=f"pruning-forwarder-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
+
+    # -- workers -----------------------------------------------------------------------------------
+
+    def _take(self) -> tuple[JobRef, ProgressPoint] | None:
+        with self._cond:
+            while not self._stopping.is_set():
+                key = next((k for k in self._queue if k not in self._busy), None)
+                if key is not None:
+                    self._busy.add(key)
+                    return self._queue.pop(key)
+                self._cond.wait(0.5)
+            return None
+
+    def _work(self) -> None:
+        while (item := self._take()) is not None:
+            job, point = item
+            try:
+                self._forward(job, point)
+            except Exception:  # noqa: BLE001 - outermost loop of a worker thread: log, count, carry on
+                _log.exception("forwarding the point of trial %s failed unexpectedly", job.trial)
+                self.counters.inc(ERRORS, kind="unexpected")
+            finally:
+                with self._cond:
+                    self._busy.discard(job.key)
+                    self._cond.notify_all()
+
+    def _breaker_allows(self, address: str) -> bool:
+        breaker = self._breakers.setdefault(address, _Breaker())
+        return breaker.failures < self.settings.breaker_failures or self._clock() >= breaker.open_until
+
+    def _failed(self, address: str) -> None:
+        s = self.settings
+        breaker = self._breakers.setdefault(address, _Breaker())
+        breaker.failures += 1
+        if breaker.failures >= s.breaker_failures:
+            breaker.pause = min(s.breaker_max_s, breaker.pause * 2 if breaker.pause else s.breaker_initial_s)
+            breaker.open_until = self._clock() + breaker.pause
+            self.counters.inc(BREAKER_OPENED)
+            _log.warning("pruning service %s failing; pausing calls for %.1fs", address, breaker.pause)
+
+    def _client(self, address: str) -> RemotePruner:
+        with self._cond:
+            found = self._clients.get(address)
+            if found is None:
+                found = self._clients[address] = self._factory(address, self.settings.timeout_s)
+            return found
+
+    def _forward(self, job: JobRef, point: ProgressPoint) -> None:
+        try:
+            info, config = self._experiments.config(job.namespace, job.experiment)
+        except KatibProgressError as exc:
+            self.counters.inc(ERRORS, kind="experiment")
+            _log.warning("Experiment %s/%s unreadable: %s", job.namespace, job.experiment, exc)
+            return
+        if info is None or config is None:
+            self.counters.inc(POINTS, result="not_pruned")
+            return
+        address = self.settings.address(
+            experiment=info.name, algorithm=info.algorithm, namespace=job.namespace
+        )
+        with self._cond:
+            allowed = self._breaker_allows(address)
+        if not allowed:
+            self.counters.inc(POINTS, result="dropped_breaker_open")
+            return
+        try:
+            decision = self._client(address).decide(point, config)
+        except TemporaryError as exc:
+            self.counters.inc(ERRORS, kind="temporary")
+            with self._cond:
+                self._failed(address)
+            _log.info("pruning service %s: %s", address, exc)
+            return
+        except PermanentError as exc:
+            # e.g. UNIMPLEMENTED: a stock suggestion image behind the address; back off like a failure
+            self.counters.inc(ERRORS, kind="permanent")
+            with self._cond:
+                self._failed(address)
+            _log.error("pruning service %s rejected trial %s's point: %s", address, job.trial, exc)
+            return
+        with self._cond:
+            self._breakers[address] = _Breaker()
+        self.counters.inc(POINTS, result="decided")
+        self.counters.inc(DECISIONS, verdict="prune" if decision.prune else "continue")
+        if decision.prune:
+            self._enforce(job, decision)
+
+    def _enforce(self, job: JobRef, decision: Decision) -> None:
+        delay = self.settings.enforce_backoff_s
+        for attempt in range(1, self.settings.enforce_attempts + 1):
+            try:
+                self._on_prune(job, decision)
+            except TemporaryError as exc:
+                self.counters.inc(ERRORS, kind="enforce")
+                _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
+                if self._stopping.wait(delay):
+                    return
+                delay *= 2
+                continue
+            except PermanentError as exc:
+                self.counters.inc(ERRORS, kind="enforce")
+                _log.error("pruning trial %s failed: %s", job.trial, exc)
+                return
+            return
+        _log.error(
+            "trial %s not pruned after %d attempts; the next PRUNE decision retries",
+            job.trial,
+            self.settings.enforce_attempts,
+        )
+
+    def forget(self, job: JobRef) -> None:
+        with self._cond:
+            self._queue.pop(job.key, None)

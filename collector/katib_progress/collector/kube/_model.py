@@ -1,0 +1,49 @@
+"""The watcher's settings and the events it hands to its handler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from katib_progress.collector.kube._backoff import BackoffSettings
+from katib_progress.collector.kube._owners import TrialRef
+
+
+class WatchSettings(BaseModel):
+    """Where and how to watch TrainJobs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespaces: tuple[str, ...] = Field(default=(), description="empty: all namespaces (one cluster watch)")
+    watch_timeout_s: int = Field(default=300, ge=1, description="server-side timeoutSeconds of each watch")
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    request_timeout_s: float = Field(default=30.0, gt=0, description="read timeout of list/get requests")
+    list_page_size: int = Field(default=500, ge=1)
+    trial_cache_size: int = Field(default=4096, ge=1)
+    backoff: BackoffSettings = BackoffSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """A Trial-owned TrainJob was seen (``upsert``) or is gone (``delete``)."""
+
+    kind: Literal["upsert", "delete"]
+    namespace: str
+    name: str
+    uid: str
+    trial: TrialRef
+    created: datetime | None
+    obj: Mapping[str, Any]
+
+    @property
+    def trainer_status(self) -> Mapping[str, Any] | None:
+        status = self.obj.get("status") or {}
+        value = status.get("trainerStatus")
+        return value if isinstance(value, Mapping) else None
+
+
+Handler = Callable[[JobEvent], None]

@@ -1,0 +1,109 @@
+"""Which Katib Trial (and Experiment) a TrainJob reports for."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from katib_progress.collector.kube._client import classify
+from katib_progress.core.names import EXPERIMENT_LABEL
+
+_log = logging.getLogger(__name__)
+
+TRIAL_GROUP = "kubeflow.org"
+TRIAL_VERSION = "v1beta1"
+TRIAL_API_VERSION = f"{TRIAL_GROUP}/{TRIAL_VERSION}"
+TRIAL_PLURAL = "trials"
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRef:
+    """The Trial owning a TrainJob; ``experiment`` is "" when not known (e.g. for a deletion)."""
+
+    name: str
+    uid: str
+    experiment: str
+
+
+def trial_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the controller ownerReference to a Katib Trial, or None."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if (
+            ref.get("controller") is True
+            and ref.get("apiVersion") == TRIAL_API_VERSION
+            and ref.get("kind") == "Trial"
+            and ref.get("name")
+        ):
+            return str(ref["name"]), str(ref.get("uid") or "")
+    return None
+
+
+class TrialResolver:
+    """Looks Trials up by name (``get trials``) and caches the answer by uid (LRU, bounded)."""
+
+    def __init__(self, api_client: client.ApiClient, *, max_entries: int, request_timeout_s: float) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries: must be >= 1, got {max_entries}")
+        self._api = client.CustomObjectsApi(api_client)
+        self._max = max_entries
+        self._timeout = request_timeout_s
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, TrialRef] = OrderedDict()
+        self.lookups = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    def cached(self, uid: str) -> TrialRef | None:
+        with self._lock:
+            return self._cache.get(uid)
+
+    def resolve(self, namespace: str, name: str, uid: str) -> TrialRef | None:
+        """The Trial ``namespace/name`` with ``uid``; None when it is gone, replaced or unlabelled.
+
+        Raises ``TemporaryError`` / ``PermanentError`` when the API cannot answer.
+        """
+        if uid:
+            with self._lock:
+                hit = self._cache.get(uid)
+                if hit is not None:
+                    self._cache.move_to_end(uid)
+                    return hit
+        self.lookups += 1
+        try:
+            trial = self._api.get_namespaced_custom_object(
+                TRIAL_GROUP, TRIAL_VERSION, namespace, TRIAL_PLURAL, name, _request_timeout=self._timeout
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                _log.info("Trial %s/%s not found; its TrainJob is not collected", namespace, name)
+                return None
+            raise classify(exc) from exc
+        meta = trial.get("metadata") or {}
+        if uid and meta.get("uid") != uid:
+            _log.info(
+                "Trial %s/%s was replaced (uid %s, owner says %s)", namespace, name, meta.get("uid"), uid
+            )
+            return None
+        experiment = (meta.get("labels") or {}).get(EXPERIMENT_LABEL)
+        if not experiment:
+            _log.warning(
+                "Trial %s/%s has no %s label; its TrainJob is not collected",
+                namespace,
+                name,
+                EXPERIMENT_LABEL,
+            )
+            return None
+        ref = TrialRef(name=name, uid=str(meta.get("uid") or uid), experiment=str(experiment))
+        with self._lock:
+            self._cache[ref.uid] = ref
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return ref

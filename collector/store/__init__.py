@@ -1,5 +1,0 @@
-"""Embedded observation store: Katib's DBManager gRPC API over an SQLite file."""
-
-from collector.store.server import SERVICE_NAME, StoreServer, start_store_server
-
-__all__ = ["SERVICE_NAME", "StoreServer", "start_store_server"]

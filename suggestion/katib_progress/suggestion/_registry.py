@@ -1,0 +1,85 @@
+"""Per-experiment studies keyed by experiment name; thread-safe for the gRPC thread pool."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+import sqlalchemy
+from optuna.storages import BaseStorage
+
+from katib_progress.suggestion._checks import check_experiment
+from katib_progress.suggestion._domain import ExperimentSpec, Suggestion, TrialRecord
+from katib_progress.suggestion._study import CurveSource, ExperimentStudy, spec_fingerprint
+
+_log = logging.getLogger(__name__)
+
+
+def open_storage(url: str | None) -> BaseStorage | None:
+    """An Optuna storage for ``url`` (``None``: each study in memory)."""
+    if url is None:
+        return None
+    if not url.startswith("sqlite"):
+        return optuna.storages.RDBStorage(url)
+    # The gRPC pool writes from several threads: wait for SQLite's lock instead of failing.
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+    # WAL lets optuna-dashboard read while we write; synchronous=NORMAL drops the fsync per
+    # commit (a crash may lose the last commits, which Katib's next request restores).
+    sqlalchemy.event.listen(storage.engine, "connect", _sqlite_pragmas)
+    storage.engine.dispose()
+    return storage
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+@dataclass
+class _Slot:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    study: ExperimentStudy | None = None
+
+
+class StudyRegistry:
+    """Holds one ``ExperimentStudy`` per experiment; calls for one experiment are serialised,
+    different experiments proceed in parallel."""
+
+    def __init__(self, storage: str | None = None, *, curve_source: CurveSource | None = None) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._storage = open_storage(storage)
+        self._curves = curve_source
+        self._lock = threading.Lock()
+        self._slots: dict[str, _Slot] = {}
+
+    def validate(self, spec: ExperimentSpec) -> None:
+        """Raise ``InvalidExperimentError`` listing every problem of ``spec``."""
+        check_experiment(spec)
+
+    def suggest(
+        self, spec: ExperimentSpec, trials: Sequence[TrialRecord], count: int, total: int = 0
+    ) -> list[Suggestion]:
+        """Sync Katib's ``trials`` into the experiment's study and return ``count`` new trials."""
+        with self._lock:
+            slot = self._slots.setdefault(spec.name, _Slot())
+        with slot.lock:
+            study = slot.study
+            if study is None or study.fingerprint != spec_fingerprint(spec):
+                if study is not None:
+                    _log.warning("experiment %r changed its search; starting a new study", spec.name)
+                checked = check_experiment(spec)
+                study = ExperimentStudy(checked, storage=self._storage, curve_source=self._curves)
+                slot.study = study
+            study.sync(trials)
+            return study.suggest(count, total)
+
+    def study(self, experiment: str) -> ExperimentStudy | None:
+        with self._lock:
+            slot = self._slots.get(experiment)
+        return None if slot is None else slot.study

@@ -1,0 +1,136 @@
+"""Typed algorithm settings: one pydantic model per algorithm name.
+
+Setting names and meanings follow Katib's stock Optuna suggestion image (``tpe``,
+``multivariate-tpe``, ``cmaes``, ``random``, ``grid``); ``gp`` and ``qmc`` are additions.
+Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from katib_progress.core.names import ALGORITHM_PREFIX
+from katib_progress.suggestion._domain import InvalidExperimentError
+
+_SEED_MAX = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=_SEED_MAX)]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    #: Python module the algorithm needs beyond the base install (None: always available).
+    requires: ClassVar[str | None] = None
+    #: Smallest number of numeric (double/int) parameters the algorithm works with.
+    min_numeric_params: ClassVar[int] = 0
+
+    random_state: Seed | None = None
+
+
+class TPESettings(_Settings):
+    """``tpe`` and ``multivariate-tpe``: Optuna's TPESampler (constant liar on, as in Katib)."""
+
+    n_startup_trials: Annotated[int, Field(ge=0)] = 10
+    n_ei_candidates: Annotated[int, Field(ge=1)] = 24
+
+
+class CmaEsSettings(_Settings):
+    """``cmaes``: Optuna's CmaEsSampler.
+
+    ``restart_strategy`` is accepted for compatibility with Katib's image; Optuna >= 4.4 no longer
+    restarts CMA-ES itself, so only ``none`` changes nothing and ``ipop``/``bipop`` are ignored.
+    """
+
+    requires: ClassVar[str | None] = "cmaes"
+    min_numeric_params: ClassVar[int] = 2
+
+    restart_strategy: Literal["none", "None", "ipop", "bipop"] = "none"
+    sigma: Annotated[float, Field(gt=0)] | None = None
+
+
+class RandomSettings(_Settings):
+    """``random``: Optuna's RandomSampler."""
+
+
+class GridSettings(_Settings):
+    """``grid``: every combination once, in an order shuffled by ``random_state``."""
+
+
+class GPSettings(_Settings):
+    """``gp``: Optuna's GPSampler (Gaussian process; needs PyTorch)."""
+
+    requires: ClassVar[str | None] = "torch"
+
+    n_startup_trials: Annotated[int, Field(ge=0)] = 10
+    deterministic_objective: bool = False
+
+
+class QMCSettings(_Settings):
+    """``qmc``: quasi-Monte Carlo points (Sobol or Halton), point k for trial k."""
+
+    qmc_type: Literal["sobol", "halton"] = "sobol"
+    scramble: bool = False
+
+
+ALGORITHMS: Mapping[str, type[_Settings]] = {
+    "tpe": TPESettings,
+    "multivariate-tpe": TPESettings,
+    "cmaes": CmaEsSettings,
+    "random": RandomSettings,
+    "grid": GridSettings,
+    "gp": GPSettings,
+    "qmc": QMCSettings,
+}
+
+AlgorithmSettings = _Settings
+
+
+def canonical_algorithm(name: str) -> str:
+    """``kp-tpe`` -> ``tpe`` (katib-config's prefixed names select the same algorithm); plain names are
+    returned unchanged."""
+    return name.removeprefix(ALGORITHM_PREFIX)
+
+
+def _describe(model: type[_Settings], algorithm: str, err: Mapping[str, Any], raw: Mapping[str, str]) -> str:
+    loc = err.get("loc") or ("?",)
+    name = str(loc[0])
+    if err.get("type") == "extra_forbidden":
+        known = ", ".join(sorted(model.model_fields)) or "none"
+        return (
+            f"algorithmSettings.{name}={raw.get(name)!r}: unknown setting for algorithm "
+            f"{algorithm!r}; allowed: {known}"
+        )
+    msg = str(err.get("msg", "invalid"))
+    return f"algorithmSettings.{name}={raw.get(name)!r}: {msg}"
+
+
+def parse_settings(algorithm: str, settings: Iterable[tuple[str, str]]) -> _Settings:
+    """Parse ``algorithm``'s settings, raising ``InvalidExperimentError`` listing every problem."""
+    model = ALGORITHMS.get(algorithm)
+    if model is None:
+        known = ", ".join(sorted(ALGORITHMS))
+        problem = f"algorithm.algorithmName={algorithm!r}: unknown algorithm; allowed: {known}"
+        raise InvalidExperimentError([problem])
+    problems: list[str] = []
+    raw: dict[str, str] = {}
+    for name, value in settings:
+        if name in raw:
+            problems.append(f"algorithmSettings.{name}={value!r}: setting given twice")
+        raw[name] = value
+    parsed: _Settings | None = None
+    try:
+        parsed = model.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        problems.extend(_describe(model, algorithm, e, raw) for e in exc.errors())
+    if model.requires is not None and importlib.util.find_spec(model.requires) is None:
+        problems.append(
+            f"algorithm.algorithmName={algorithm!r}: needs the Python package {model.requires!r}, "
+            "which is not installed in this suggestion service"
+        )
+    if problems or parsed is None:
+        raise InvalidExperimentError(problems)
+    return parsed

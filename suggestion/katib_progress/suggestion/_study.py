@@ -1,0 +1,310 @@
+"""One experiment's Optuna study, kept in step with the trial list Katib sends.
+
+Katib sends every trial in every GetSuggestions request, so the study can always be rebuilt from
+the request alone: trials are identified by name, never by their assignments; trials this
+service named carry a seeded index (``_names``) that restores their original order after a
+restart; trials it issued that Katib has not reported yet stay RUNNING.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial
+
+from katib_progress.suggestion._checks import CheckedExperiment
+from katib_progress.suggestion._domain import (
+    Direction,
+    ExperimentSpec,
+    ParamSpec,
+    Suggestion,
+    TrialRecord,
+    TrialState,
+)
+from katib_progress.suggestion._names import NameIndex, derive_seed
+from katib_progress.suggestion._samplers import make_sampler, qmc_point
+from katib_progress.suggestion._settings import QMCSettings
+
+_log = logging.getLogger(__name__)
+
+NAME_ATTR = "katib_trial_name"
+INDEX_ATTR = "katib_progress_index"
+SPEC_ATTR = "katib_progress_spec"
+_NAME_HORIZON_SLACK = 1024
+
+_STATES = {
+    TrialState.COMPLETE: optuna.trial.TrialState.COMPLETE,
+    TrialState.PRUNED: optuna.trial.TrialState.PRUNED,
+    TrialState.FAIL: optuna.trial.TrialState.FAIL,
+    TrialState.RUNNING: optuna.trial.TrialState.RUNNING,
+}
+
+
+class CurveSource(Protocol):
+    """Live learning curves of trials (the pruning hub): ``[(progress %, objective value)]``."""
+
+    def curve(self, experiment: str, trial: str) -> list[tuple[float, float]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    state: optuna.trial.TrialState
+    value: float | None
+    intermediate: dict[int, float]
+
+
+def _param_key(p: ParamSpec) -> list[Any]:
+    dist = p.distribution.value if p.distribution else None
+    return [p.name, p.type.value if p.type else None, p.min, p.max, p.step, list(p.values), dist]
+
+
+def spec_fingerprint(spec: ExperimentSpec) -> str:
+    """What identifies an experiment's search (trial counts excluded: users may edit them)."""
+    return json.dumps(
+        {
+            "algorithm": spec.algorithm,
+            "settings": sorted(spec.settings),
+            "params": [_param_key(p) for p in spec.params],
+            "objective": spec.objective_metric,
+            "direction": spec.direction.value if spec.direction else None,
+        },
+        sort_keys=True,
+    )
+
+
+class ExperimentStudy:
+    """Not thread-safe: the registry serialises calls per experiment."""
+
+    def __init__(
+        self,
+        checked: CheckedExperiment,
+        *,
+        storage: BaseStorage | None = None,
+        curve_source: CurveSource | None = None,
+    ) -> None:
+        self.checked = checked
+        spec = checked.spec
+        self.fingerprint = spec_fingerprint(spec)
+        self._curves = curve_source
+        self._names = NameIndex(spec.name, checked.seed)
+        direction = (
+            optuna.study.StudyDirection.MAXIMIZE
+            if spec.direction is Direction.MAXIMIZE
+            else optuna.study.StudyDirection.MINIMIZE
+        )
+        if storage is not None:
+            self._drop_stale(storage, spec.name)
+        self.study = optuna.create_study(
+            storage=storage,
+            study_name=spec.name,
+            direction=direction,
+            load_if_exists=True,
+            sampler=optuna.samplers.RandomSampler(seed=checked.seed),
+        )
+        self.study.set_user_attr(SPEC_ATTR, self.fingerprint)
+        self._number: dict[str, int] = {}  # trial name -> study trial number
+        self._open: dict[str, optuna.Trial] = {}  # names of RUNNING trials -> their handle
+        self._unusable: set[str] = set()
+        self._seen: set[str] = set()  # names Katib has reported
+        self._n_trials = 0
+        self._next_index = 0
+        self._last: tuple[int, int, tuple[Suggestion, ...]] | None = None
+        self._load()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _drop_stale(self, storage: BaseStorage, name: str) -> None:
+        try:
+            old = optuna.load_study(study_name=name, storage=storage)
+        except KeyError:
+            return
+        if old.user_attrs.get(SPEC_ATTR) != self.fingerprint:
+            _log.warning("stored study %r belongs to a different experiment spec; replacing it", name)
+            optuna.delete_study(study_name=name, storage=storage)
+
+    def _load(self) -> None:
+        trials = self.study.get_trials(deepcopy=False)
+        self._n_trials = len(trials)
+        for trial in trials:
+            name = trial.user_attrs.get(NAME_ATTR)
+            if not isinstance(name, str):
+                continue
+            self._number[name] = trial.number
+            index = trial.user_attrs.get(INDEX_ATTR)
+            if isinstance(index, int):
+                self._next_index = max(self._next_index, index + 1)
+            if trial.state is optuna.trial.TrialState.RUNNING:
+                self._open[name] = optuna.Trial(self.study, trial._trial_id)
+        if trials:
+            _log.info("loaded study %r with %d trials from storage", self.study.study_name, len(trials))
+
+    # -- syncing Katib's trial list --------------------------------------------------------
+
+    def sync(self, trials: Sequence[TrialRecord]) -> None:
+        """Record what Katib reports: new trials are added, finished ones are told."""
+        self._seen.update(t.name for t in trials)
+        new = [t for t in trials if t.name not in self._number and t.name not in self._unusable]
+        if new:
+            horizon = 2 * (len(trials) + self._n_trials) + _NAME_HORIZON_SLACK
+            ours = self._names.lookup((t.name for t in new), horizon)
+            foreign = sorted((t for t in new if t.name not in ours), key=lambda t: t.name)
+            mine = sorted((t for t in new if t.name in ours), key=lambda t: ours[t.name])
+            self.study.sampler = optuna.samplers.RandomSampler(seed=0)  # params are all fixed
+            for record in [*foreign, *mine]:
+                self._add(record, ours.get(record.name))
+        for record in trials:
+            handle = self._open.get(record.name)
+            if handle is not None and record.state.finished:
+                self._finish(record, handle)
+
+    def _params(self, record: TrialRecord) -> dict[str, Any] | None:
+        given = dict(record.assignments)
+        params: dict[str, Any] = {}
+        for param in self.checked.space.params:
+            if param.name not in given:
+                _log.warning("trial %s lacks parameter %r; not recorded", record.name, param.name)
+                return None
+            try:
+                params[param.name] = param.parse(given[param.name])
+            except ValueError as exc:
+                _log.warning("trial %s not recorded in the study: %s", record.name, exc)
+                return None
+        return params
+
+    def _add(self, record: TrialRecord, index: int | None) -> None:
+        params = self._params(record)
+        if params is None:
+            self._unusable.add(record.name)
+            return
+        attrs: dict[str, Any] = {NAME_ATTR: record.name}
+        if index is not None:
+            attrs[INDEX_ATTR] = index
+            self._next_index = max(self._next_index, index + 1)
+        if record.state.finished:
+            outcome = self._outcome(record)
+            self.study.add_trial(
+                optuna.trial.create_trial(
+                    state=outcome.state,
+                    value=outcome.value,
+                    params=params,
+                    distributions=self.checked.space.distributions(),
+                    user_attrs=attrs,
+                    intermediate_values=outcome.intermediate,
+                )
+            )
+        else:
+            self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+            self._open[record.name] = self.study.ask(self.checked.space.distributions())
+        self._number[record.name] = self._n_trials
+        self._n_trials += 1
+
+    def _finish(self, record: TrialRecord, handle: optuna.Trial) -> None:
+        outcome = self._outcome(record)
+        for step, value in sorted(outcome.intermediate.items()):
+            handle.report(value, step)
+        if outcome.state is optuna.trial.TrialState.COMPLETE:
+            self.study.tell(handle, outcome.value)
+        else:
+            self.study.tell(handle, state=outcome.state)
+        del self._open[record.name]
+
+    def _objective(self, record: TrialRecord) -> float | None:
+        text = record.observation.get(self.checked.spec.objective_metric)
+        if text is None:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+    def _curve(self, record: TrialRecord) -> dict[int, float]:
+        if self._curves is None:
+            return {}
+        try:
+            points = self._curves.curve(self.checked.spec.name, record.name)
+        except (LookupError, ValueError) as exc:
+            _log.info("no curve for trial %s: %s", record.name, exc)
+            return {}
+        return {round(p): float(v) for p, v in points if math.isfinite(p) and math.isfinite(v)}
+
+    def _outcome(self, record: TrialRecord) -> _Outcome:
+        state = _STATES[record.state]
+        value = self._objective(record)
+        if record.state is TrialState.COMPLETE:
+            if value is None:
+                _log.warning(
+                    "trial %s succeeded without a finite %r; recorded as failed",
+                    record.name,
+                    self.checked.spec.objective_metric,
+                )
+                return _Outcome(optuna.trial.TrialState.FAIL, None, {})
+            return _Outcome(state, value, {})
+        if record.state is TrialState.PRUNED:
+            curve = self._curve(record) or ({0: value} if value is not None else {})
+            last = curve[max(curve)] if curve else None
+            return _Outcome(state, last, curve)
+        return _Outcome(state, None, {})
+
+    # -- asking ----------------------------------------------------------------------------
+
+    def suggest(self, count: int, total: int) -> list[Suggestion]:
+        """``count`` new trials. A repeated request (same total and count, previous reply not seen
+        back) is a retry by Katib after failing to record our reply: it gets the same reply."""
+        last = self._last
+        if (
+            last is not None
+            and total > 0
+            and last[:2] == (total, count)
+            and not any(s.trial_name in self._seen for s in last[2])
+        ):
+            _log.info("repeated request (total %d, count %d): same reply", total, count)
+            return list(last[2])
+        if total > 0:
+            # Katib has recorded ``total - count`` suggestions; after a restart some may not be
+            # trials yet (so not in the request): never hand out their names again.
+            self._next_index = max(self._next_index, total - count)
+        out = tuple(self._ask_one() for _ in range(count))
+        self._last = (total, count, out)
+        return list(out)
+
+    def _fresh_name(self) -> tuple[int, str]:
+        while True:
+            index = self._next_index
+            self._next_index += 1
+            name = self._names.name(index)
+            if name not in self._number and name not in self._unusable:
+                return index, name
+
+    def _ask_one(self) -> Suggestion:
+        checked = self.checked
+        index, name = self._fresh_name()
+        seed = derive_seed(checked.seed, "ask", index)
+        attrs: dict[str, Any] = {NAME_ATTR: name, INDEX_ATTR: index}
+        fixed: dict[str, Any] | None = None
+        if checked.grid is not None:
+            fixed = checked.grid.pick(self.study.get_trials(deepcopy=False))
+        elif isinstance(checked.settings, QMCSettings):
+            fixed = qmc_point(checked.space, checked.settings, checked.seed, index)
+        if fixed is not None:
+            self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
+        self.study.sampler = make_sampler(checked.spec.algorithm, checked.settings, seed)
+        trial = self.study.ask(checked.space.distributions())
+        if fixed is None:
+            for key, value in attrs.items():
+                trial.set_user_attr(key, value)
+        self._open[name] = trial
+        self._number[name] = trial.number
+        self._n_trials += 1
+        assignments = tuple((p.name, p.format(trial.params[p.name])) for p in checked.space.params)
+        return Suggestion(name, assignments)
+
+    def trials(self) -> list[FrozenTrial]:
+        return self.study.get_trials(deepcopy=True)

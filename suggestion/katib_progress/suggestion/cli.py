@@ -1,0 +1,54 @@
+"""``katib-progress suggestion serve``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+_log = logging.getLogger(__name__)
+_GRACE_S = 5.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("suggestion", help="Optuna-backed Katib suggestion service")
+    sub = parser.add_subparsers(dest="suggestion_command", metavar="COMMAND", required=True)
+    serve = sub.add_parser("serve", help="serve Katib's Suggestion API (and EarlyStopping when built)")
+    serve.add_argument(
+        "--address",
+        action="append",
+        default=None,
+        help="host:port to listen on; repeat for several (default 0.0.0.0:6789)",
+    )
+    serve.add_argument(
+        "--storage",
+        default=None,
+        help="Optuna storage URL, e.g. sqlite:///studies.db (default: in memory)",
+    )
+    serve.set_defaults(func=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    addresses = args.address or ["0.0.0.0:6789"]
+    # Imported here: Optuna, scipy and Katib's client cost about a second, which `--help` should not pay.
+    from katib_progress.suggestion.server import create_server
+
+    server = create_server(addresses, storage=args.storage)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        _log.info("signal %d: shutting down", signum)
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    server.start()
+    try:
+        stopping.wait()
+    finally:
+        server.stop(_GRACE_S)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _log.info("suggestion service stopped")
+    return 0

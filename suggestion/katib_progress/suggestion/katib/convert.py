@@ -1,0 +1,96 @@
+"""Katib ``api.v1.beta1`` protos <-> suggestion domain types. No search logic here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kubeflow.katib import katib_api_pb2
+
+from katib_progress.suggestion._domain import (
+    Direction,
+    Distribution,
+    ExperimentSpec,
+    Observation,
+    ParamSpec,
+    ParamType,
+    Suggestion,
+    TrialRecord,
+    TrialState,
+)
+from katib_progress.suggestion._settings import canonical_algorithm
+
+# The generated module has no type stubs: treat its messages as Any.
+pb: Any = katib_api_pb2
+
+_PARAM_TYPES = {
+    pb.DOUBLE: ParamType.DOUBLE,
+    pb.INT: ParamType.INT,
+    pb.DISCRETE: ParamType.DISCRETE,
+    pb.CATEGORICAL: ParamType.CATEGORICAL,
+}
+_DISTRIBUTIONS = {
+    pb.UNIFORM: Distribution.UNIFORM,
+    pb.LOG_UNIFORM: Distribution.LOG_UNIFORM,
+    pb.NORMAL: Distribution.NORMAL,
+    pb.LOG_NORMAL: Distribution.LOG_NORMAL,
+}
+_DIRECTIONS = {pb.MINIMIZE: Direction.MINIMIZE, pb.MAXIMIZE: Direction.MAXIMIZE}
+
+_Condition = pb.TrialStatus.TrialConditionType
+# Katib sends only a trial's latest condition. Killed, Failed and MetricsUnavailable end a trial
+# without a usable objective; Created, Running and Unknown are still going as far as we know.
+_CONDITIONS = {
+    _Condition.SUCCEEDED: TrialState.COMPLETE,
+    _Condition.EARLYSTOPPED: TrialState.PRUNED,
+    _Condition.FAILED: TrialState.FAIL,
+    _Condition.KILLED: TrialState.FAIL,
+    _Condition.METRICSUNAVAILABLE: TrialState.FAIL,
+}
+
+
+def experiment_from_proto(experiment: Any) -> ExperimentSpec:
+    spec = experiment.spec
+    params = tuple(
+        ParamSpec(
+            name=p.name,
+            type=_PARAM_TYPES.get(p.parameter_type),
+            min=p.feasible_space.min,
+            max=p.feasible_space.max,
+            step=p.feasible_space.step,
+            values=tuple(p.feasible_space.list),
+            distribution=_DISTRIBUTIONS.get(p.feasible_space.distribution),
+        )
+        for p in spec.parameter_specs.parameters
+    )
+    return ExperimentSpec(
+        name=experiment.name,
+        algorithm=canonical_algorithm(spec.algorithm.algorithm_name),
+        settings=tuple((s.name, s.value) for s in spec.algorithm.algorithm_settings),
+        params=params,
+        objective_metric=spec.objective.objective_metric_name,
+        direction=_DIRECTIONS.get(spec.objective.type),
+        max_trial_count=spec.max_trial_count,
+        parallel_trial_count=spec.parallel_trial_count,
+    )
+
+
+def trial_from_proto(trial: Any) -> TrialRecord:
+    return TrialRecord(
+        name=trial.name,
+        assignments=tuple((a.name, a.value) for a in trial.spec.parameter_assignments.assignments),
+        state=_CONDITIONS.get(trial.status.condition, TrialState.RUNNING),
+        observation=Observation(tuple((m.name, m.value) for m in trial.status.observation.metrics)),
+    )
+
+
+def reply_to_proto(suggestions: Sequence[Suggestion]) -> Any:
+    return pb.GetSuggestionsReply(
+        parameter_assignments=[
+            pb.GetSuggestionsReply.ParameterAssignments(
+                trial_name=s.trial_name,
+                assignments=[pb.ParameterAssignment(name=n, value=v) for n, v in s.assignments],
+            )
+            for s in suggestions
+        ]
+    )

@@ -1,0 +1,204 @@
+"""Katib's ``EarlyStopping`` gRPC API backed by the pruning hub (the Katib edge of pruning).
+
+An Experiment names our policy under ``spec.earlyStopping``::
+
+    earlyStopping:
+      algorithmName: katib-progress
+      algorithmSettings:
+        - {name: policy, value: "default"}
+        - {name: percentile, value: "25"}
+
+- ``ValidateEarlyStoppingSettings`` validates the settings (INVALID_ARGUMENT naming setting, value and
+  what is allowed).
+- ``GetEarlyStoppingRules`` configures the hub for the experiment (so live ``Decide`` calls need no
+  config) and returns the best *static* approximation of the live policy for stock Katib collectors.
+- ``SetTrialStatus`` records that Katib stopped a trial (told to the policies as PRUNED).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import grpc
+import numpy as np
+from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+
+from katib_progress.core.errors import ConfigError
+from katib_progress.core.names import EARLY_STOPPING_ALGORITHM
+from katib_progress.suggestion.pruning._build import build_policy
+from katib_progress.suggestion.pruning._history import TrialState
+from katib_progress.suggestion.pruning.config import PruningConfig
+from katib_progress.suggestion.pruning.service import PruningHub
+
+_log = logging.getLogger(__name__)
+
+pb: Any = katib_api_pb2
+
+SERVICE_NAME = "api.v1.beta1.EarlyStopping"
+#: The algorithm name documented for katib-config's ``runtime.earlyStoppings`` (any name mapped to
+#: this image is accepted: Katib only calls the service deployed for the name it was configured with).
+ALGORITHM_NAME = EARLY_STOPPING_ALGORITHM
+
+_CONDITIONS = {
+    pb.TrialStatus.SUCCEEDED: TrialState.COMPLETE,
+    pb.TrialStatus.EARLYSTOPPED: TrialState.PRUNED,
+    pb.TrialStatus.FAILED: TrialState.FAILED,
+    pb.TrialStatus.KILLED: TrialState.FAILED,
+    pb.TrialStatus.METRICSUNAVAILABLE: TrialState.FAILED,
+}
+
+
+def _settings(spec: Any) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for setting in spec.algorithm_settings:
+        if setting.name in settings:
+            raise ConfigError(setting.name, f"given twice ({settings[setting.name]!r} and {setting.value!r})")
+        settings[setting.name] = setting.value
+    return settings
+
+
+def config_from_experiment(experiment: Any) -> PruningConfig:
+    """PruningConfig from a Katib ``Experiment`` proto; raises ConfigError naming the field."""
+    objective = experiment.spec.objective
+    if not objective.objective_metric_name:
+        raise ConfigError("objective.objectiveMetricName", "required for early stopping")
+    if objective.type == pb.MINIMIZE:
+        direction = "minimize"
+    elif objective.type == pb.MAXIMIZE:
+        direction = "maximize"
+    else:
+        raise ConfigError("objective.type", f"must be minimize or maximize, got {objective.type}")
+    return PruningConfig.from_settings(
+        objective.objective_metric_name, direction, _settings(experiment.spec.early_stopping)
+    )
+
+
+def _final(trial: Any, metric: str) -> float | None:
+    for m in trial.status.observation.metrics:
+        if m.name == metric:
+            try:
+                value = float(m.value)
+            except ValueError:
+                return None
+            return value if math.isfinite(value) else None
+    return None
+
+
+def static_rules(config: PruningConfig, finals: Iterable[float]) -> list[Any]:
+    """Stock-collector rules approximating the live policy.
+
+    - comparative policies (percentile, median, and the Optuna rank-based ones): stop when the
+      objective is worse than the configured percentile (median for the others) of the finished
+      trials' objective values, from ``start_step`` reports on; nothing until ``startup_trials``
+      trials have finished (max(1, startup_trials)).
+    - threshold: stop outside [threshold_lower, threshold_upper].
+    Divergence, stall, extrapolation and budgets have no static equivalent.
+    """
+    names = config.policy_names
+    metric = config.objective_metric
+    rules: list[Any] = []
+    comparative = {"median", "percentile", "successive_halving", "hyperband", "wilcoxon"} & set(names)
+    values = [v for v in finals if math.isfinite(v)]
+    if comparative and len(values) >= max(1, config.startup_trials):
+        q = config.percentile if "percentile" in names else 50.0
+        minimize = config.direction == "minimize"
+        bar = float(np.percentile(np.asarray(values), q if minimize else 100.0 - q))
+        rules.append(
+            pb.EarlyStoppingRule(
+                name=metric,
+                value=repr(bar),
+                comparison=pb.GREATER if minimize else pb.LESS,
+                start_step=config.start_step,
+            )
+        )
+    if "threshold" in names:
+        if config.threshold_upper is not None:
+            rules.append(
+                pb.EarlyStoppingRule(
+                    name=metric,
+                    value=repr(config.threshold_upper),
+                    comparison=pb.GREATER,
+                    start_step=config.start_step,
+                )
+            )
+        if config.threshold_lower is not None:
+            rules.append(
+                pb.EarlyStoppingRule(
+                    name=metric,
+                    value=repr(config.threshold_lower),
+                    comparison=pb.LESS,
+                    start_step=config.start_step,
+                )
+            )
+    return rules
+
+
+class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
+    """``on_trial_stopped(experiment, trial)`` is called when Katib reports a stopped trial (e.g. to
+    suspend its TrainJob); by default the stop is only recorded."""
+
+    def __init__(
+        self, hub: PruningHub, *, on_trial_stopped: Callable[[str, str], None] | None = None
+    ) -> None:
+        self._hub = hub
+        self._on_trial_stopped = on_trial_stopped
+
+    def ValidateEarlyStoppingSettings(self, request: Any, context: grpc.ServicerContext) -> Any:
+        spec = request.early_stopping
+        if not spec.algorithm_name:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "earlyStopping.algorithmName: required")
+        try:
+            # The objective is not part of this request: validate the settings against a placeholder.
+            config = PruningConfig.from_settings("objective", "minimize", _settings(spec))
+            build_policy(config)
+        except ConfigError as exc:
+            _log.info("early stopping settings rejected: %s", exc)
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"earlyStopping.algorithmSettings {exc.field}: {exc.detail}"
+            )
+        return pb.ValidateEarlyStoppingSettingsReply()
+
+    def GetEarlyStoppingRules(self, request: Any, context: grpc.ServicerContext) -> Any:
+        experiment = request.experiment
+        if not experiment.name:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "experiment.name: required")
+        try:
+            config = config_from_experiment(experiment)
+        except ConfigError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc.field}: {exc.detail}")
+        self._hub.configure(experiment.name, config)
+        finals: list[float] = []
+        for trial in request.trials:
+            self._hub.note_trial(experiment.name, trial.name)
+            state = _CONDITIONS.get(trial.status.condition)
+            if state is None:
+                continue
+            self._hub.finish(experiment.name, trial.name, state)
+            if state is not TrialState.FAILED:
+                value = _final(trial, config.objective_metric)
+                if value is not None:
+                    finals.append(value)
+        rules = static_rules(config, finals)
+        _log.info("experiment %s: %d static early-stopping rule(s)", experiment.name, len(rules))
+        return pb.GetEarlyStoppingRulesReply(early_stopping_rules=rules)
+
+    def SetTrialStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if not request.trial_name:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "trial_name: required")
+        experiment = self._hub.experiment_of(request.trial_name)
+        if experiment is None:
+            _log.info("SetTrialStatus for unknown trial %s: recorded nothing", request.trial_name)
+            return pb.SetTrialStatusReply()
+        self._hub.finish(experiment, request.trial_name, TrialState.PRUNED)
+        if self._on_trial_stopped is not None:
+            self._on_trial_stopped(experiment, request.trial_name)
+        return pb.SetTrialStatusReply()
+
+
+def add_to_server(hub: PruningHub, server: grpc.Server) -> list[str]:
+    """Called by ``PruningHub.register``; returns the service names for grpc.health.v1."""
+    katib_api_pb2_grpc.add_EarlyStoppingServicer_to_server(EarlyStoppingServicer(hub), server)
+    return [SERVICE_NAME]

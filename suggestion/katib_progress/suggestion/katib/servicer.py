@@ -1,0 +1,49 @@
+"""Katib's ``Suggestion`` gRPC service backed by the study registry."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+
+from katib_progress.suggestion._domain import InvalidExperimentError
+from katib_progress.suggestion._registry import StudyRegistry
+from katib_progress.suggestion.katib.convert import experiment_from_proto, reply_to_proto, trial_from_proto
+
+_log = logging.getLogger(__name__)
+
+pb: Any = katib_api_pb2
+
+SERVICE_NAME = "api.v1.beta1.Suggestion"
+#: The service name Katib's readiness and liveness probes ask grpc.health.v1 about.
+HEALTH_SERVICE_NAME = "manager.v1beta1.Suggestion"
+
+
+class SuggestionServicer(katib_api_pb2_grpc.SuggestionServicer):
+    def __init__(self, registry: StudyRegistry) -> None:
+        self._registry = registry
+
+    def ValidateAlgorithmSettings(self, request: Any, context: grpc.ServicerContext) -> Any:
+        spec = experiment_from_proto(request.experiment)
+        try:
+            self._registry.validate(spec)
+        except InvalidExperimentError as exc:
+            _log.info("experiment %r rejected: %s", spec.name, exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.ValidateAlgorithmSettingsReply()
+
+    def GetSuggestions(self, request: Any, context: grpc.ServicerContext) -> Any:
+        spec = experiment_from_proto(request.experiment)
+        count = request.current_request_number
+        if count < 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"current_request_number={count}: must be >= 0")
+        trials = [trial_from_proto(t) for t in request.trials]
+        try:
+            suggestions = self._registry.suggest(spec, trials, count, request.total_request_number)
+        except InvalidExperimentError as exc:
+            _log.info("GetSuggestions for %r rejected: %s", spec.name, exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        _log.info("experiment %s: %d trials reported, %d suggested", spec.name, len(trials), len(suggestions))
+        return reply_to_proto(suggestions)

@@ -1,0 +1,29 @@
+"""The suggestion service's implementation of the pruning contract (``katib_progress.core.pruning``).
+
+The application layer hands :data:`BACKEND` to the collector, which then validates Experiments'
+pruning specs, builds in-process engines (the watchdog) and connects to pruning services with it,
+without importing this package itself.
+"""
+
+from __future__ import annotations
+
+from katib_progress.core.pruning import PruningSpec
+from katib_progress.suggestion.pruning.client import PruningClient
+from katib_progress.suggestion.pruning.config import PruningConfig
+from katib_progress.suggestion.pruning.engine import PruningEngine
+
+
+class SuggestionPruningBackend:
+    """``PruningBackend`` backed by :class:`PruningEngine` and :class:`PruningClient`."""
+
+    def validate(self, spec: PruningSpec) -> None:
+        PruningConfig.from_spec(spec)
+
+    def engine(self, spec: PruningSpec) -> PruningEngine:
+        return PruningEngine(PruningConfig.from_spec(spec))
+
+    def connect(self, address: str, timeout: float) -> PruningClient:
+        return PruningClient(address, timeout=timeout)
+
+
+BACKEND = SuggestionPruningBackend()

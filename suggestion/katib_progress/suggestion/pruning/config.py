@@ -1,0 +1,175 @@
+"""Pruning configuration: the Experiment's ``spec.earlyStopping`` settings, validated with pydantic.
+
+Katib hands settings over as a flat ``name -> string`` map; :meth:`PruningConfig.from_settings` turns it
+into a typed, validated config and raises ``ConfigError(field, message)`` naming the setting, the value
+and what is allowed. Every setting is documented in docs/pruning.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from katib_progress.core.errors import ConfigError
+from katib_progress.core.pruning import PruningSpec
+
+#: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
+OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
+OWN_POLICIES = ("divergence", "stall", "extrapolation", "budget", "nop")
+POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
+#: What ``default`` expands to (see docs/pruning.md for the reasoning).
+DEFAULT_POLICIES = ("divergence", "stall", "percentile")
+
+
+class PruningConfig(BaseModel):
+    """Typed pruning settings for one experiment (immutable)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    objective_metric: str = Field(min_length=1)
+    direction: Literal["minimize", "maximize"] = "minimize"
+    policy: str = "default"
+    grid_step: float = Field(default=1.0, gt=0, le=10)
+    # Comparative (Optuna) policies
+    warmup_progress: float = Field(default=20.0, ge=0, lt=100)
+    startup_trials: int = Field(default=4, ge=0)
+    min_trials: int = Field(default=3, ge=1)
+    percentile: float = Field(default=50.0, gt=0, lt=100)
+    patience: float = Field(default=0.0, ge=0, le=100)
+    patience_min_delta: float = Field(default=0.0, ge=0)
+    min_resource: str = "auto"
+    reduction_factor: int = Field(default=3, ge=2)
+    min_early_stopping_rate: int = Field(default=0, ge=0)
+    bootstrap_count: int = Field(default=0, ge=0)
+    wilcoxon_p_threshold: float = Field(default=0.1, gt=0, lt=1)
+    wilcoxon_startup_steps: int = Field(default=2, ge=0)
+    threshold_lower: float | None = None
+    threshold_upper: float | None = None
+    # Own policies
+    divergence_factor: float = Field(default=3.0, gt=1)
+    divergence_metrics: str = "loss"
+    stall_window: float = Field(default=25.0, gt=0, le=100)
+    stall_min_progress: float = Field(default=40.0, ge=0, le=100)
+    stall_noise: float = Field(default=1.0, ge=0)
+    stall_min_rel_improvement: float = Field(default=0.001, ge=0)
+    stall_spare_leader: bool = True
+    #: Stall judges a trial only while fewer than ``min_trials`` peers have reached its progress;
+    #: with enough peers the percentile/median comparison decides (measured: see docs/benchmarks.md).
+    stall_alone_only: bool = True
+    extrapolation_min_progress: float = Field(default=30.0, ge=0, lt=100)
+    extrapolation_p: float = Field(default=0.05, gt=0, lt=1)
+    # Cost awareness
+    max_prune_progress: float = Field(default=90.0, ge=0, le=100)
+    min_remaining_s: float = Field(default=0.0, ge=0)
+    deadline: datetime | None = None
+    gpu_hour_budget: float | None = Field(default=None, gt=0)
+    gpus_per_trial: float = Field(default=1.0, gt=0)
+    # Static rules handed to stock Katib collectors
+    start_step: int = Field(default=4, ge=0)
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_names(cls, value: str) -> str:
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise ValueError(f"policy must name at least one of {', '.join(POLICY_NAMES)}")
+        unknown = [n for n in names if n not in POLICY_NAMES]
+        if unknown:
+            raise ValueError(f"unknown policy {', '.join(unknown)}; allowed: {', '.join(POLICY_NAMES)}")
+        return ",".join(names)
+
+    @field_validator("min_resource")
+    @classmethod
+    def _min_resource(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"min_resource must be 'auto' or a progress percent, got {value!r}") from None
+        if not (0 < number <= 100):
+            raise ValueError(f"min_resource must be within (0, 100] percent, got {value!r}")
+        return value
+
+    @field_validator("deadline")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"deadline must carry a timezone (RFC 3339), got {value.isoformat()}")
+        return value
+
+    @model_validator(mode="after")
+    def _threshold_bounds(self) -> PruningConfig:
+        if "threshold" in self.policy_names and self.threshold_lower is None and self.threshold_upper is None:
+            raise ValueError("policy threshold needs threshold_lower or threshold_upper")
+        if (
+            self.threshold_lower is not None
+            and self.threshold_upper is not None
+            and self.threshold_lower > self.threshold_upper
+        ):
+            raise ValueError(
+                f"threshold_lower {self.threshold_lower} must not exceed "
+                f"threshold_upper {self.threshold_upper}"
+            )
+        return self
+
+    @property
+    def policy_names(self) -> tuple[str, ...]:
+        names: list[str] = []
+        for name in self.policy.split(","):
+            for expanded in DEFAULT_POLICIES if name == "default" else (name,):
+                if expanded not in names:
+                    names.append(expanded)
+        return tuple(names)
+
+    @classmethod
+    def from_settings(
+        cls, objective_metric: str, direction: str, settings: Mapping[str, str] | None = None
+    ) -> PruningConfig:
+        """Build from Katib's earlyStopping settings; raises ConfigError naming the bad setting."""
+        data: dict[str, Any] = {"objective_metric": objective_metric, "direction": str(direction).lower()}
+        allowed = settable_fields()
+        for key, value in (settings or {}).items():
+            if key not in allowed:
+                raise ConfigError(key, f"unknown setting {key}={value!r}; allowed: {', '.join(allowed)}")
+            data[key] = value
+        try:
+            return cls.model_validate(data)
+        except pydantic.ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            given = data.get(field, err.get("input"))
+            msg = err["msg"].removeprefix("Value error, ")
+            raise ConfigError(field, f"{msg} (got {given!r})") from exc
+
+    @classmethod
+    def from_spec(cls, spec: PruningSpec) -> PruningConfig:
+        """Validate an Experiment's pruning spec; raises ConfigError naming the bad setting."""
+        return cls.from_settings(spec.objective_metric, spec.direction, spec.settings)
+
+    def to_spec(self) -> PruningSpec:
+        return PruningSpec(self.objective_metric, self.direction, self.to_settings())
+
+    def to_settings(self) -> dict[str, str]:
+        """The settings map (strings) that :meth:`from_settings` turns back into this config."""
+        out: dict[str, str] = {}
+        defaults = type(self)(objective_metric=self.objective_metric)
+        for name in settable_fields():
+            value = getattr(self, name)
+            if value is None or value == getattr(defaults, name):
+                continue
+            if isinstance(value, datetime):
+                out[name] = value.isoformat()
+            elif isinstance(value, bool):
+                out[name] = "true" if value else "false"
+            else:
+                out[name] = str(value)
+        return out
+
+
+def settable_fields() -> tuple[str, ...]:
+    return tuple(n for n in PruningConfig.model_fields if n not in ("objective_metric", "direction"))

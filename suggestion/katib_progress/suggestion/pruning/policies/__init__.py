@@ -1,0 +1,22 @@
+"""Pruning policies: each one class with one ``decide(ctx) -> Decision`` method."""
+
+from katib_progress.suggestion.pruning.policies.base import AnyOf, NopPolicy, Policy, PolicyContext
+from katib_progress.suggestion.pruning.policies.budget import BudgetPolicy
+from katib_progress.suggestion.pruning.policies.cost import CostGuard
+from katib_progress.suggestion.pruning.policies.divergence import DivergencePolicy
+from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
+from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
+from katib_progress.suggestion.pruning.policies.stall import StallPolicy
+
+__all__ = [
+    "AnyOf",
+    "BudgetPolicy",
+    "CostGuard",
+    "DivergencePolicy",
+    "ExtrapolationPolicy",
+    "NopPolicy",
+    "OptunaPrunerPolicy",
+    "Policy",
+    "PolicyContext",
+    "StallPolicy",
+]

@@ -1,1 +1,0 @@
-"""Generated protobuf stubs (see scripts/gen_proto.sh)."""
