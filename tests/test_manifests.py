@@ -39,7 +39,9 @@ FORBIDDEN_RESOURCES = {"secrets", "pods/log", "pods/exec", "pods/attach", "pods/
 def _kubectl() -> str:
     path = shutil.which("kubectl")
     if path is None:
-        pytest.skip("kubectl not found: install kubectl >= 1.27 (built-in kustomize) to build the overlays")
+        # Debian's kubernetes-client is kubectl 1.20 with kustomize v2.0.3, which cannot build these
+        # overlays (directory resources, `labels:`); no registry CI reaches ships a newer kustomize.
+        pytest.skip("kubectl >= 1.27 not found (Debian's kubectl 1.20 is too old); overlays not built")
     return path
 
 
