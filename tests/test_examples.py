@@ -214,11 +214,13 @@ def test_hf_script_needs_no_katib_code() -> None:
     text = (EXAMPLES / "hf-transformers" / "train.py").read_text()
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     body = code.split('"""', 2)[-1]  # after the module docstring
-    for needle in ("kubeflow", "katib", "update_trainjob_status", "KubeflowTrainerCallback"):
+    for needle in ("kubeflow", "katib", "update_trainjob_status", "KubeflowCallback"):
         assert needle not in body.lower() if needle.islower() else needle not in body
     module = load_module(EXAMPLES / "hf-transformers" / "train.py", "example_hf_train")
     args = module.parse_args(["--learning-rate=3e-05", "--weight-decay=0.01", "--warmup-ratio=0.1"])
     assert (args.learning_rate, args.weight_decay, args.warmup_ratio) == (3e-05, 0.01, 0.1)
+    with pytest.raises(SystemExit):  # passed to Transformers as warmup_steps: >= 1 would mean steps
+        module.parse_args(["--warmup-ratio=1.5"])
 
 
 # ---- against the Kubernetes API stand-in: create, complete, mark --------------------------------
