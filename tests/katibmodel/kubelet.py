@@ -163,7 +163,13 @@ class Kubelet(Controller):
         if c.image is None:
             return
         argv = images.in_pod_network(c.image.argv(c.spec), pod.ip)
-        env = {**os.environ, **self.env, "POD_NAME": pod.name, "KATIBMODEL_NAMESPACE": pod.namespace}
+        env = {
+            **os.environ,
+            **self.env,  # KUBECONFIG: the in-cluster config of a real pod, pointing at the stand-in
+            "POD_NAME": pod.name,
+            "POD_NAMESPACE": pod.namespace,  # the downward API's usual name
+            "KATIBMODEL_NAMESPACE": pod.namespace,  # the service-account namespace file upstream reads
+        }
         env.update({e["name"]: str(e.get("value", "")) for e in c.spec.get("env") or () if "name" in e})
         with c.log.open("ab") as out:
             out.write(f"--- start {' '.join(argv)} (uid {c.image.uid})\n".encode())
