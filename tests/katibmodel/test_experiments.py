@@ -178,3 +178,40 @@ def test_pruned_trials_trainjob_is_suspended(make_model: ModelFactory) -> None:
     assert later["status"]["trainerStatus"]["progressPercentage"] == progress
     trial = model.kube.get(TRIALS, NS, name)
     assert trial is not None and has_condition(trial, "EarlyStopped")
+
+
+NOT_VALIDATED = (
+    "issue 11: with a stock algorithm nothing listens on 6788, so ValidateEarlyStoppingSettings waits for "
+    "its deadline, which Katib counts as valid: invalid katib-progress settings never fail the Experiment"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        pytest.param("kp-tpe"),
+        pytest.param("random", marks=pytest.mark.xfail(strict=True, reason=NOT_VALIDATED)),
+    ],
+)
+def test_invalid_early_stopping_settings_fail_the_experiment(
+    make_model: ModelFactory, algorithm: str
+) -> None:
+    """The webhook does not validate early-stopping settings; the suggestion controller does, once the
+    suggestion pod is Ready: our message lands on the Suggestion, the Experiment fails."""
+    experiment = scenarios.experiment("bad", algorithm=algorithm, settings={"policy": "bogus"}, max_trials=3)
+    model = make_model(scenarios.always(scenarios.converging))
+    model.submit(experiment)  # admitted: only the early-stopping algorithm's name is checked
+    exp = model.wait_finished(NS, "bad", timeout=120)
+    last = exp["status"]["conditions"][-1]
+    assert (last["type"], last["reason"], last["message"]) == (
+        "Failed",
+        "ExperimentFailed",
+        "Suggestion has failed",
+    )
+    suggestion = model.kube.get(SUGGESTIONS, NS, "bad")
+    assert suggestion is not None
+    failed = next(c for c in suggestion["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["message"].startswith("Validation failed: ValidateEarlyStoppingSettings Error: ")
+    assert "policy" in failed["message"] and "bogus" in failed["message"]
+    assert not model.trial_list(NS, "bad")
