@@ -23,6 +23,7 @@ from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 from tests.katibmodel import katibconfig, rules, webhook
 from tests.katibmodel._controller import Controller, Timing
 from tests.katibmodel._kube import EXPERIMENTS, PODS, TRAINJOBS, TRIALS, Kube, register_types
+from tests.katibmodel._proc import die_with_parent
 from tests.katibmodel.experiment import ExperimentController
 from tests.katibmodel.expstatus import is_completed
 from tests.katibmodel.kubelet import Kubelet
@@ -60,6 +61,7 @@ class Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl(2) on a preloaded libc
             )
 
     def stop(self, timeout: float = 15.0) -> int | None:

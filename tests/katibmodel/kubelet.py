@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.katibmodel import images
 from tests.katibmodel._controller import Cache, Controller, Key, Timing, Watch, for_object, for_owner
 from tests.katibmodel._kube import DEPLOYMENTS, OK, PODS, Kube, Result, now, owner_reference
+from tests.katibmodel._proc import die_with_parent
 from tests.katibmodel.network import ClusterDNS, listeners
 
 _log = logging.getLogger(__name__)
@@ -175,7 +176,12 @@ class Kubelet(Controller):
             out.write(f"--- start {' '.join(argv)} (uid {c.image.uid})\n".encode())
             out.flush()
             c.proc = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl(2) on a preloaded libc
             )
         c.started = time.monotonic()
         c.bound_at.clear()
