@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-import signal
 import string
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import ConfigError, KatibProgressError
@@ -33,6 +29,7 @@ from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
 from katib_progress.local._process import LaunchSpec, TrialProcess, new_token, stop_orphan
 from katib_progress.local._services import Pruner, start_services
+from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
 from katib_progress.local.endpoint import StatusEndpoint
 from katib_progress.local.experiment import LocalExperiment
@@ -75,31 +72,6 @@ def run_sweep(
     return sweep.run()
 
 
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGINT (Ctrl-C) and SIGTERM both stop the sweep cleanly (trials stopped, state kept)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    fired = False
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        nonlocal fired
-        if fired:  # already stopping: trials get SIGKILL after the grace period anyway
-            _log.warning("already stopping (signal %d ignored)", signum)
-            return
-        fired = True
-        raise KeyboardInterrupt
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
-
-
 class _Sweep:
     def __init__(
         self,
@@ -124,7 +96,7 @@ class _Sweep:
         self._pruner: Pruner | None = None
 
     def run(self) -> SweepResult:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             return self._run()
 
     def _run(self) -> SweepResult:
@@ -244,38 +216,11 @@ class _Sweep:
 
     def _start(self, trial: TrialSummary, pipeline: LocalPipeline, endpoint: StatusEndpoint) -> None:
         now = datetime.now(UTC)
-        base = trial.model_copy(
-            update={
-                "status": "Running",
-                "reason": "",
-                "message": "",
-                "started_at": now,
-                "ended_at": None,
-                "attempts": trial.attempts + 1,
-                "progress": None,
-                "eta_s": None,
-                "exit_code": None,
-                "objective": None,
-                "observation": {},
-                "latest_metrics": {},
-                "eta_at_prune_s": None,
-                "policy": "",
-            }
-        )
+        base = _new_attempt(trial, now)
         try:
             rendered = self.exp.render(trial.name, trial.params)
         except ConfigError as exc:
-            self.book.put(
-                base.model_copy(
-                    update={
-                        "status": "Failed",
-                        "reason": "InvalidTemplate",
-                        "message": str(exc),
-                        "ended_at": now,
-                    }
-                )
-            )
-            self.view.event(f"trial {trial.name} failed: {exc}")
+            self._fail_start(base, "InvalidTemplate", str(exc), f"trial {trial.name} failed: {exc}")
             return
         ns = self.exp.namespace
         token = new_token()
@@ -295,18 +240,18 @@ class _Sweep:
             endpoint.unregister(ns, trial.name)
             pipeline.untrack(job)
             message = f"cannot start {rendered.argv[0]!r}: {exc.strerror or exc}"
-            self.book.put(
-                base.model_copy(
-                    update={"status": "Failed", "reason": "StartFailed", "message": message, "ended_at": now}
-                )
-            )
-            self.view.event(f"trial {trial.name} failed to start: {message}")
+            self._fail_start(base, "StartFailed", message, f"trial {trial.name} failed to start: {message}")
             return
         self._procs[trial.name] = proc
         self._jobs[trial.name] = job
         self.book.put(base.model_copy(update={"pid": proc.pid}))
         self._save()
         self.view.event(f"start {trial.name} {format_params(trial.params)}")
+
+    def _fail_start(self, base: TrialSummary, reason: str, message: str, event: str) -> None:
+        update = {"status": "Failed", "reason": reason, "message": message, "ended_at": base.started_at}
+        self.book.put(base.model_copy(update=update))
+        self.view.event(event)
 
     def _finalize(
         self,
@@ -383,6 +328,28 @@ class _Sweep:
         summary = self._summary()
         write_summary(self.workdir, summary)
         return summary
+
+
+def _new_attempt(trial: TrialSummary, now: datetime) -> TrialSummary:
+    """``trial`` as a new running attempt: results of an earlier attempt cleared."""
+    return trial.model_copy(
+        update={
+            "status": "Running",
+            "reason": "",
+            "message": "",
+            "started_at": now,
+            "ended_at": None,
+            "attempts": trial.attempts + 1,
+            "progress": None,
+            "eta_s": None,
+            "exit_code": None,
+            "objective": None,
+            "observation": {},
+            "latest_metrics": {},
+            "eta_at_prune_s": None,
+            "policy": "",
+        }
+    )
 
 
 __all__ = ["SweepOptions", "SweepResult", "default_workdir", "run_sweep"]

@@ -103,24 +103,28 @@ def curves(report: Report, metric: str) -> go.Figure:
             )
         )
     if best is not None:
-        trial = next(t for t in report.experiment.trials if t.name == best)
-        bx, by = _line(trial, metric)
-        if bx:
-            fig.add_trace(
-                go.Scatter(
-                    x=bx,
-                    y=by,
-                    mode="lines+markers",
-                    name=f"best: {best}",
-                    line={"color": _BEST, "width": 3},
-                    hovertemplate=best + "<br>progress %{x}%<br>" + metric + " %{y}<extra></extra>",
-                )
-            )
+        _best_trace(fig, report, best, metric)
     _layout(fig, f"{metric} vs progress", "progress %", metric)
     values = [y for trace in fig.data for y in (trace.y or ())]
     if wants_log_axis(values):
         fig.update_yaxes(type="log", title=f"{metric} (log scale)")
     return fig
+
+
+def _best_trace(fig: go.Figure, report: Report, best: str, metric: str) -> None:
+    trial = next(t for t in report.experiment.trials if t.name == best)
+    bx, by = _line(trial, metric)
+    if bx:
+        fig.add_trace(
+            go.Scatter(
+                x=bx,
+                y=by,
+                mode="lines+markers",
+                name=f"best: {best}",
+                line={"color": _BEST, "width": 3},
+                hovertemplate=best + "<br>progress %{x}%<br>" + metric + " %{y}<extra></extra>",
+            )
+        )
 
 
 def _objectives(report: Report) -> list[float | None]:

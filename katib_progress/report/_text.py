@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from katib_progress.report import _format as f
-from katib_progress.report.analysis import Report
+from katib_progress.report.analysis import LeaderboardRow, Report
 
 
 def _finite(value: float | None) -> float | None:
@@ -33,24 +33,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         },
         "counts": report.counts(),
         "best": report.best.trial if report.best else None,
-        "leaderboard": [
-            {
-                "rank": r.rank,
-                "trial": r.trial,
-                "params": dict(r.params),
-                "objective": _finite(r.objective),
-                "status": r.status.value,
-                "reason": r.reason,
-                "progress": r.progress,
-                "progress_at_prune": r.progress_at_prune,
-                "eta_at_prune_s": r.eta_at_prune_s,
-                "duration_s": r.duration_s,
-                "accelerators": r.accelerators,
-                "gpu_hours": r.gpu_hours,
-                "best": r.best,
-            }
-            for r in report.leaderboard
-        ],
+        "leaderboard": [_row_dict(r) for r in report.leaderboard],
         "cost": {
             "total_gpu_hours": cost.total_gpu_hours,
             "saved_gpu_hours": cost.saved_gpu_hours,
@@ -78,6 +61,24 @@ def to_dict(report: Report) -> dict[str, Any]:
         "importance": dict(report.importance),
         "importance_note": report.importance_note,
         "notes": list(exp.notes),
+    }
+
+
+def _row_dict(r: LeaderboardRow) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "trial": r.trial,
+        "params": dict(r.params),
+        "objective": _finite(r.objective),
+        "status": r.status.value,
+        "reason": r.reason,
+        "progress": r.progress,
+        "progress_at_prune": r.progress_at_prune,
+        "eta_at_prune_s": r.eta_at_prune_s,
+        "duration_s": r.duration_s,
+        "accelerators": r.accelerators,
+        "gpu_hours": r.gpu_hours,
+        "best": r.best,
     }
 
 

@@ -108,31 +108,7 @@ def load_local(workdir: str | Path, *, store_address: str | None = None) -> Expe
         raise ConfigError("source", f"{summary_path} is not a sweep summary: {exc}") from None
     names = [t.name for t in summary.trials]
     rows = _read_rows(root, names, store_address)
-    trials = []
-    for t in summary.trials:
-        status = STATES.get(t.status)
-        if status is None:
-            raise ConfigError(f"trials[{t.name}].status", f"unknown trial state {t.status!r}")
-        trials.append(
-            TrialRecord(
-                name=t.name,
-                params=t.params,
-                status=status,
-                reason=t.reason or (t.status if t.status in ("Killed", "Interrupted") else ""),
-                message=t.message,
-                started=_aware(t.started_at),
-                ended=_aware(t.ended_at),
-                accelerators=1.0 if t.accelerators is None else t.accelerators,
-                accelerators_known=t.accelerators is not None,
-                curve=rows_to_curve(rows.get(t.name, [])),
-                observation=t.observation,
-                log_tail=_log_tail(root, t.name)
-                if status in (TrialStatus.FAILED, TrialStatus.METRICS_UNAVAILABLE)
-                else "",
-                progress=t.progress,
-                eta_at_prune_s=t.eta_at_prune_s,
-            )
-        )
+    trials = [_trial_record(root, t, rows.get(t.name, [])) for t in summary.trials]
     obj = summary.objective
     objective = Objective(
         metric=obj.metric,
@@ -152,6 +128,30 @@ def load_local(workdir: str | Path, *, store_address: str | None = None) -> Expe
         observed_at=_aware(summary.updated_at) if summary.status not in ("", "Running") else None,
         notes=tuple(notes),
         finished=summary.status in ("Succeeded", "Failed", "Interrupted"),
+    )
+
+
+def _trial_record(root: Path, t: _Trial, rows: list[tuple[str, str, str]]) -> TrialRecord:
+    status = STATES.get(t.status)
+    if status is None:
+        raise ConfigError(f"trials[{t.name}].status", f"unknown trial state {t.status!r}")
+    return TrialRecord(
+        name=t.name,
+        params=t.params,
+        status=status,
+        reason=t.reason or (t.status if t.status in ("Killed", "Interrupted") else ""),
+        message=t.message,
+        started=_aware(t.started_at),
+        ended=_aware(t.ended_at),
+        accelerators=1.0 if t.accelerators is None else t.accelerators,
+        accelerators_known=t.accelerators is not None,
+        curve=rows_to_curve(rows),
+        observation=t.observation,
+        log_tail=_log_tail(root, t.name)
+        if status in (TrialStatus.FAILED, TrialStatus.METRICS_UNAVAILABLE)
+        else "",
+        progress=t.progress,
+        eta_at_prune_s=t.eta_at_prune_s,
     )
 
 
