@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -14,7 +13,6 @@ from katib_progress.local._pipeline import PruneRequest
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import (
     FAILED,
-    STORE_FILE,
     SUMMARY_FILE,
     TERMINAL,
     BestTrial,
@@ -224,21 +222,39 @@ def describe(trial: TrialSummary) -> str:
     return text
 
 
-def prepare_workdir(exp: LocalExperiment, workdir: Path, *, fresh: bool) -> SweepSummary | None:
+def prepare_workdir(
+    exp: LocalExperiment, workdir: Path, *, fresh: bool
+) -> tuple[SweepSummary | None, Path | None]:
+    """(the previous run's summary, where ``--fresh`` moved earlier results); call it only once the
+    experiment is known to be valid. ``--fresh`` never deletes: the old directory is renamed aside."""
+    moved = _move_aside(workdir) if fresh else None
     workdir.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        for name in (SUMMARY_FILE, STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm"):
-            (workdir / name).unlink(missing_ok=True)
-        shutil.rmtree(workdir / "trials", ignore_errors=True)
-        return None
+    if moved is not None:
+        return None, moved
     try:
         previous = read_summary(workdir)
     except ValueError as exc:
-        raise ConfigError("workdir", f"{workdir / SUMMARY_FILE} is unreadable ({exc}); use --fresh") from None
+        raise ConfigError(
+            "workdir",
+            f"{workdir / SUMMARY_FILE} is unreadable ({exc}); --fresh moves it aside and starts over",
+        ) from None
     if previous is not None and (previous.fingerprint != exp.fingerprint or previous.experiment != exp.name):
         raise ConfigError(
             "workdir",
             f"{workdir} holds a different search ({previous.experiment}, spec {previous.fingerprint}); "
-            "use --fresh to start over or --workdir for a new directory",
+            "use --fresh to move it aside and start over, or --workdir for a new directory",
         )
-    return previous
+    return previous, None
+
+
+def _move_aside(workdir: Path) -> Path | None:
+    """Rename a non-empty ``workdir`` to ``<workdir>.old-<UTC time>[-n]``; None when there is nothing."""
+    if not workdir.exists() or not any(workdir.iterdir()):
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1000):
+        target = workdir.with_name(f"{workdir.name}.old-{stamp}" + (f"-{n}" if n else ""))
+        if not target.exists():
+            workdir.rename(target)
+            return target
+    raise ConfigError("workdir", f"cannot find a free name to move {workdir} aside")

@@ -18,6 +18,7 @@ import string
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,9 +27,10 @@ from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.local import _state
 from katib_progress.local._katib import ObservationReader, SuggestionClient
+from katib_progress.local._logfile import log_to_file
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
 from katib_progress.local._process import LaunchSpec, TrialProcess, new_token, stop_orphan
-from katib_progress.local._services import Pruner, start_services
+from katib_progress.local._services import Pruner, Store, store_service, suggestion_service
 from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
 from katib_progress.local.endpoint import StatusEndpoint
@@ -48,6 +50,8 @@ class SweepOptions:
     live: bool | None = None  # None: a live view when stdout is a terminal
     fresh: bool = False
     suggestion_address: str | None = None
+    log_file: bool = False  # service logs to <workdir>/sweep.log
+    quiet_console: bool = False  # with log_file: the terminal shows only errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +69,26 @@ def default_workdir(exp: LocalExperiment) -> Path:
 def run_sweep(
     exp: LocalExperiment, options: SweepOptions | None = None, *, view: SweepView | None = None
 ) -> SweepResult:
+    """Validate ``exp`` against the services first; only a valid experiment touches the work directory."""
     opts = options or SweepOptions()
     workdir = (opts.workdir or default_workdir(exp)).resolve()
-    previous = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
-    sweep = _Sweep(exp, opts, workdir, previous, view or SweepView(live=opts.live))
-    return sweep.run()
+    with signals_as_interrupt(), ExitStack() as stack:
+        address = stack.enter_context(suggestion_service(opts.suggestion_address))
+        suggestions = SuggestionClient(address)
+        stack.callback(suggestions.close)
+        suggestions.validate(exp)
+        pruner = Pruner.create(exp, address) if exp.doc.spec.early_stopping else None
+        if pruner is not None:
+            stack.callback(pruner.close)
+        previous, moved = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
+        if opts.log_file:
+            stack.enter_context(log_to_file(workdir / "sweep.log", quiet_console=opts.quiet_console))
+        if moved is not None:
+            _log.warning("--fresh: earlier results of %s moved to %s", workdir, moved)
+        store = stack.enter_context(store_service(workdir))
+        sweep = _Sweep(exp, opts, workdir, previous, view or SweepView(live=opts.live))
+        sweep.moved = moved
+        return sweep.run(store, suggestions, pruner)
 
 
 class _Sweep:
@@ -86,6 +105,7 @@ class _Sweep:
         self.workdir = workdir
         self.view = view
         self.book = _state.Book.resume(exp, workdir, previous)
+        self.moved: Path | None = None
         self._procs: dict[str, TrialProcess] = {}
         self._jobs: dict[str, JobRef] = {}
         self._prunes: dict[str, PruneRequest] = {}
@@ -95,36 +115,21 @@ class _Sweep:
         self._flush: Callable[[], bool] = lambda: True
         self._pruner: Pruner | None = None
 
-    def run(self) -> SweepResult:
-        with signals_as_interrupt():
-            return self._run()
-
-    def _run(self) -> SweepResult:
-        services = start_services(self.workdir, self.opts.suggestion_address)
-        self._flush = lambda: services.sink.flush(10.0)
-        closers: list[Callable[[], object]] = [services.stop]
-        try:
-            pruner = (
-                Pruner.create(self.exp, services.suggestion_address)
-                if self.exp.doc.spec.early_stopping
-                else None
-            )
-            if pruner is not None:
-                closers.append(pruner.close)
-            self._pruner = pruner
-            reader = ObservationReader(services.store_address)
-            suggestions = SuggestionClient(services.suggestion_address)
-            closers += [reader.close, suggestions.close]
-            suggestions.validate(self.exp)
-        except BaseException:
-            for close in reversed(closers):
-                close()
-            raise
-        pipeline = LocalPipeline(services.sink, pruner.decide if pruner else None).start()
-        endpoint = StatusEndpoint(pipeline.submit).start()
-        closers += [pipeline.stop, endpoint.stop]
-        try:
+    def run(self, store: Store, suggestions: SuggestionClient, pruner: Pruner | None) -> SweepResult:
+        self._flush = lambda: store.sink.flush(10.0)
+        self._pruner = pruner
+        with ExitStack() as stack:
+            reader = ObservationReader(store.address)
+            stack.callback(reader.close)
+            pipeline = LocalPipeline(store.sink, pruner.decide if pruner else None).start()
+            stack.callback(pipeline.stop)
+            endpoint = StatusEndpoint(pipeline.submit).start()
+            stack.callback(endpoint.stop)
+            stack.callback(self.view.stop)
+            stack.callback(lambda: self.view.update(self._summary(), {}))
             self.view.start(self.exp, self.workdir)
+            if self.moved is not None:
+                self.view.event(f"--fresh: earlier results moved to {self.moved}")
             try:
                 self._loop(pipeline, endpoint, reader, suggestions)
             except KeyboardInterrupt:
@@ -136,11 +141,6 @@ class _Sweep:
                 _log.error("sweep stopped: %s", exc)
                 self._stop_all(pipeline, endpoint, reader, status="Interrupted", reason="SweepError")
                 self.book.finish("Failed", "SweepError", str(exc))
-        finally:
-            for close in reversed(closers):
-                close()
-            self.view.update(self._summary(), {})
-            self.view.stop()
         summary = self._save()
         self.view.finish(summary, self.workdir)
         code = 0 if summary.status == "Succeeded" else (130 if summary.status == "Interrupted" else 1)
