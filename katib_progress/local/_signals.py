@@ -11,10 +11,13 @@ from types import FrameType
 
 _log = logging.getLogger(__name__)
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 @contextmanager
 def signals_as_interrupt() -> Iterator[None]:
-    """SIGINT (Ctrl-C) and SIGTERM both stop the sweep cleanly (trials stopped, state kept)."""
+    """SIGINT (Ctrl-C), SIGTERM and SIGHUP (terminal closed) stop the sweep cleanly: trials stopped,
+    state kept, the same command resumes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -29,7 +32,7 @@ def signals_as_interrupt() -> Iterator[None]:
         fired = True
         raise KeyboardInterrupt
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

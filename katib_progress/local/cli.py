@@ -59,14 +59,23 @@ def run(args: argparse.Namespace) -> int:
             ),
         )
     except KeyboardInterrupt:
-        sys.stderr.write("katib-progress sweep: interrupted before any trial started\n")
+        _say("interrupted before any trial started")
         return 130
     except ConfigError as exc:
-        sys.stderr.write(f"katib-progress sweep: invalid experiment: {exc}\n")
+        _say(f"invalid experiment: {exc}")
         return 2
     except KatibProgressError as exc:
-        sys.stderr.write(f"katib-progress sweep: {exc}\n")
+        _say(str(exc))
         return 1
     if result.exit_code != 0:
-        sys.stderr.write(f"katib-progress sweep: {result.summary.reason}: {result.message}\n")
+        _say(f"{result.summary.reason}: {result.message}")
     return result.exit_code
+
+
+def _say(text: str) -> None:
+    """One line on stderr; a closed terminal or pipe loses the line, not the exit status."""
+    try:
+        sys.stderr.write(f"katib-progress sweep: {text}\n")
+        sys.stderr.flush()
+    except OSError:
+        _log.warning("stderr closed: %s", text)

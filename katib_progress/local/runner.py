@@ -29,7 +29,7 @@ from katib_progress.local import _state
 from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._logfile import log_to_file
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
-from katib_progress.local._process import LaunchSpec, TrialProcess, new_token, stop_orphan
+from katib_progress.local._process import LaunchSpec, TrialProcess, Watchdog, new_token, stop_orphan
 from katib_progress.local._services import Pruner, Store, store_service, suggestion_service
 from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
@@ -114,11 +114,14 @@ class _Sweep:
         self._t0 = time.monotonic()
         self._flush: Callable[[], bool] = lambda: True
         self._pruner: Pruner | None = None
+        self._watchdog: Watchdog | None = None
 
     def run(self, store: Store, suggestions: SuggestionClient, pruner: Pruner | None) -> SweepResult:
         self._flush = lambda: store.sink.flush(10.0)
         self._pruner = pruner
         with ExitStack() as stack:
+            self._watchdog = Watchdog(self.opts.grace_s)
+            stack.callback(self._watchdog.close)
             reader = ObservationReader(store.address)
             stack.callback(reader.close)
             pipeline = LocalPipeline(store.sink, pruner.decide if pruner else None).start()
@@ -235,7 +238,7 @@ class _Sweep:
             env=rendered.env,
         )
         try:
-            proc = TrialProcess(spec)
+            proc = TrialProcess(spec, self._watchdog)
         except OSError as exc:
             endpoint.unregister(ns, trial.name)
             pipeline.untrack(job)

@@ -1,13 +1,15 @@
 """Test trial that reports by raw POST (no SDK throttle).
 
 Modes: ok, diverge (loss NaN from step 2, then keeps running), crash (exit 3 at step 2), nometric,
-hold (after the first report, waits while --hold-file exists), probe (first POSTs with a wrong token
+hold (after the first report, waits while --hold-file exists), family (hold, plus a child process in
+the trial's process group that prints its pid and sleeps), probe (first POSTs with a wrong token
 and prints the answer). Each report is one POST of {"trainerStatus": ...}.
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -43,6 +45,9 @@ def main() -> int:
     parser.add_argument("--hold-file", default="")
     args = parser.parse_args()
     print(f"pid {os.getpid()} mode {args.mode}", flush=True)
+    if args.mode == "family":
+        code = "import os, time; print('child', os.getpid(), flush=True); time.sleep(600)"
+        subprocess.Popen([sys.executable, "-c", code])
     if args.mode == "probe":
         now = datetime.now(UTC).isoformat()
         code, body = post({"progressPercentage": 1, "lastUpdatedTime": now}, token="not-my-token")
@@ -67,7 +72,7 @@ def main() -> int:
         if code != 200:
             print(f"status update rejected: {code} {body}", file=sys.stderr, flush=True)
             return 4
-        if args.mode.startswith("hold"):
+        if args.mode.startswith("hold") or args.mode == "family":
             while os.path.exists(args.hold_file):
                 time.sleep(0.05)
         time.sleep(args.sleep)
