@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,12 +19,24 @@ from katib_progress.local.summary import (
     BestTrial,
     ExperimentState,
     ObjectiveSummary,
+    SearchParameter,
     SweepSummary,
     TrialSummary,
     read_summary,
 )
 
 _STALE = ("Running", "Created", "Interrupted")
+
+
+def detect_accelerator() -> str:
+    """ "GPU" when this machine shows an NVIDIA or AMD GPU to processes, else "compute" (trial-hours)."""
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    if (nvidia.is_dir() and any(nvidia.iterdir())) or any(Path("/dev").glob("nvidia[0-9]*")):
+        return "GPU"
+    return "GPU" if Path("/dev/kfd").exists() else "compute"
+
+
+ACCELERATOR = detect_accelerator()
 _STDERR_TAIL = 200
 
 
@@ -72,7 +85,11 @@ class Book:
 
     def best(self) -> TrialSummary | None:
         objective = self.exp.doc.spec.objective
-        done = [t for t in self.trials.values() if t.status == "Succeeded" and t.objective is not None]
+        done = [
+            t
+            for t in self.trials.values()
+            if t.status == "Succeeded" and t.objective is not None and math.isfinite(t.objective)
+        ]
         if not done:
             return None
         pick = min if objective.type == "minimize" else max
@@ -108,7 +125,8 @@ class Book:
         self.status, self.reason, self.message = status, reason, message
         self._ended_at = datetime.now(UTC)
 
-    def summary(self, *, wall_s: float) -> SweepSummary:
+    def summary(self, *, wall_s: float, running_s: float = 0.0) -> SweepSummary:
+        """The state on disk; ``running_s``: run time so far of the attempts still running."""
         exp = self.exp
         spec = exp.doc.spec
         counts: dict[str, int] = {}
@@ -139,7 +157,8 @@ class Book:
             updated_at=datetime.now(UTC),
             ended_at=self._ended_at,
             wall_s=self._wall_before + wall_s,
-            compute_used_s=sum(t.compute_s for t in self.trials.values()),
+            compute_used_s=sum(t.compute_s for t in self.trials.values()) + running_s,
+            accelerator=ACCELERATOR,
             compute_saved_s=sum(
                 t.eta_at_prune_s or 0.0 for t in self.trials.values() if t.status == "EarlyStopped"
             ),
@@ -151,6 +170,18 @@ class Book:
             if best is not None and best.objective is not None
             else None,
             unsupported=list(exp.unsupported),
+            parameters=[
+                SearchParameter(
+                    name=p.name,
+                    type=p.parameter_type,
+                    min=p.feasible_space.min,
+                    max=p.feasible_space.max,
+                    step=p.feasible_space.step,
+                    choices=p.feasible_space.list_,
+                    distribution=p.feasible_space.distribution,
+                )
+                for p in spec.parameters
+            ],
             trials=list(self.trials.values()),
         )
 
@@ -208,10 +239,18 @@ def _stderr_tail(path: Path) -> str:
     return lines[-1][:_STDERR_TAIL] if lines else ""
 
 
-def describe(trial: TrialSummary) -> str:
+def describe(trial: TrialSummary, metric: str) -> str:
+    """One line for the view; a non-finite last value of the objective metric is always shown."""
     text = f"{trial.status.lower()} {trial.name}"
     if trial.objective is not None:
         text += f" objective={trial.objective:.6g}"
+    final = trial.latest_metrics.get(metric)
+    if (
+        final is not None
+        and not math.isfinite(final)
+        and (trial.objective is None or math.isfinite(trial.objective))
+    ):
+        text += f" (last {metric}={final})"
     if trial.progress is not None:
         text += f" at {trial.progress:.0f}%"
     text += f" after {trial.elapsed_s:.1f}s"

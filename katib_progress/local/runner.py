@@ -158,7 +158,14 @@ class _Sweep:
         reader: ObservationReader,
         sugg: SuggestionClient,
     ) -> None:
-        for name in self.book.to_rerun():
+        rerun = self.book.to_rerun()
+        if rerun:
+            kept = sum(1 for t in self.book.trials.values() if t.terminal)
+            self.view.event(
+                f"resume: {kept} finished trial(s) kept; {len(rerun)} interrupted trial(s) run again "
+                f"from scratch before new suggestions: {', '.join(rerun)}"
+            )
+        for name in rerun:
             pid = self.book.trials[name].pid
             if pid is not None:
                 stop_orphan(pid, self.workdir / "trials" / name, self.opts.grace_s)
@@ -274,7 +281,7 @@ class _Sweep:
         pipeline.untrack(job)
         if not self._flush():
             _log.warning("observation rows of %s may be incomplete (flush timed out)", name)
-        observation = reader.observation(name, self.exp.strategies())
+        observation = reader.observation(name, self.exp.strategies(), pipeline.non_finite(name))
         live = pipeline.live(name)
         trial = self.book.trials[name]
         update = _state.outcome(
@@ -300,7 +307,7 @@ class _Sweep:
         if self._pruner is not None:
             self._pruner.finish(name, done.status)
         self._save()
-        self.view.event(_state.describe(done))
+        self.view.event(_state.describe(done, self.exp.doc.spec.objective.objective_metric_name))
 
     def _stop_all(
         self,
@@ -325,7 +332,9 @@ class _Sweep:
             time.sleep(0.05)
 
     def _summary(self) -> SweepSummary:
-        return self.book.summary(wall_s=time.monotonic() - self._t0)
+        now = time.monotonic()
+        running = sum(now - proc.started for proc in self._procs.values())
+        return self.book.summary(wall_s=now - self._t0, running_s=running)
 
     def _save(self) -> SweepSummary:
         summary = self._summary()

@@ -24,6 +24,10 @@ def to_dict(report: Report) -> dict[str, Any]:
         "experiment": exp.name,
         "namespace": exp.namespace,
         "source": exp.source,
+        "status": exp.status or None,
+        "reason": exp.reason or None,
+        "message": exp.message or None,
+        "accelerator": exp.accelerator,
         "generated_at": report.generated_at.isoformat(),
         "objective": {
             "metric": exp.objective.metric,
@@ -139,9 +143,11 @@ def to_markdown(report: Report) -> str:
         f"# Experiment `{exp.name}`" + (f" (namespace `{exp.namespace}`)" if exp.namespace else ""),
         "",
         f"- source: {exp.source or '-'}; generated {report.generated_at.isoformat()}",
+        f"- status: {f.experiment_state(report)}",
         f"- objective: {f.objective_header(report)}; trials: {counts or 'none'}",
         f"- best: {report.best.trial + ' = ' + f.num(report.best.objective) if report.best else '-'}",
-        f"- GPU-hours: {cost.total_gpu_hours:.3f} used, {cost.saved_gpu_hours:.3f} saved by pruning"
+        f"- {f.hours_unit(report)}: {cost.total_gpu_hours:.3f} used, "
+        f"{cost.saved_gpu_hours:.3f} saved by pruning"
         + (
             f"; cost {f.money(cost.total_cost)}, saved {f.money(cost.saved_cost)}"
             if cost.gpu_hour_price is not None
@@ -150,7 +156,8 @@ def to_markdown(report: Report) -> str:
         "",
         "## Leaderboard",
         "",
-        f"| rank | trial | parameters | {f.objective_header(report)} | status | duration | GPU-h |",
+        f"| rank | trial | parameters | {f.objective_header(report)} | status | duration | "
+        f"{f.hours_unit(report)} |",
         "|---:|---|---|---:|---|---:|---:|",
     ]
     for r in report.leaderboard:

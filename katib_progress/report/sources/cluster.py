@@ -21,6 +21,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from katib_progress.core.timefmt import parse_rfc3339
 from katib_progress.report.model import (
+    LOG_DISTRIBUTIONS,
     CurvePoint,
     ExperimentRecord,
     Objective,
@@ -38,10 +39,11 @@ _CONDITIONS: tuple[tuple[str, TrialStatus], ...] = (
     ("EarlyStopped", TrialStatus.PRUNED),
     ("MetricsUnavailable", TrialStatus.METRICS_UNAVAILABLE),
     ("Failed", TrialStatus.FAILED),
-    ("Killed", TrialStatus.FAILED),
+    ("Killed", TrialStatus.KILLED),
     ("Succeeded", TrialStatus.SUCCEEDED),
     ("Running", TrialStatus.RUNNING),
 )
+
 ACCELERATOR_SUFFIXES = ("/gpu", "/tpu", "/neuron", "/neuroncore", "/gaudi")
 
 
@@ -120,6 +122,7 @@ def parameters_of(experiment: Mapping[str, Any]) -> tuple[ParameterSpec, ...]:
                 low=_float(space["min"]) if "min" in space else None,
                 high=_float(space["max"]) if "max" in space else None,
                 choices=tuple(str(v) for v in space.get("list", []) or []),
+                log=space.get("distribution") in LOG_DISTRIBUTIONS,
             )
         )
     return tuple(out)
@@ -228,7 +231,23 @@ def to_record(
             c.get("type") in ("Succeeded", "Failed") and str(c.get("status")) == "True"
             for c in exp.get("status", {}).get("conditions", []) or []
         ),
+        **experiment_state(exp),
     )
+
+
+def experiment_state(experiment: Mapping[str, Any]) -> dict[str, str]:
+    """status/reason/message of the Experiment's last condition that is True (Katib keeps one current)."""
+    conditions = [
+        c for c in experiment.get("status", {}).get("conditions", []) or [] if str(c.get("status")) == "True"
+    ]
+    if not conditions:
+        return {"status": "", "reason": "", "message": ""}
+    last = conditions[-1]
+    return {
+        "status": str(last.get("type", "")),
+        "reason": str(last.get("reason", "") or ""),
+        "message": str(last.get("message", "") or ""),
+    }
 
 
 def load_cluster(

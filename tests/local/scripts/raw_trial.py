@@ -2,13 +2,16 @@
 
 Modes: ok, diverge (loss NaN from step 2, then keeps running), crash (exit 3 at step 2), nometric,
 hold (after the first report, waits while --hold-file exists), family (hold, plus a child process in
-the trial's process group that prints its pid and sleeps), probe (first POSTs with a wrong token
-and prints the answer). Each report is one POST of {"trainerStatus": ...}.
+the trial's process group that prints its pid and sleeps), nanlast (the last report's loss is NaN),
+interrupt (on its first attempt only: reports once, then sends SIGINT to the sweep and waits),
+probe (first POSTs with a wrong token and prints the answer).
+Each report is one POST of {"trainerStatus": ...}.
 """
 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -57,6 +60,8 @@ def main() -> int:
         loss = (args.x - 0.3) ** 2 + 1.0 / step
         if args.mode == "diverge" and step >= 2:
             loss = float("nan")
+        if args.mode == "nanlast" and step == steps:
+            loss = float("nan")
         if args.mode == "crash" and step == 2:
             print("boom: simulated crash", file=sys.stderr, flush=True)
             return 3
@@ -72,6 +77,11 @@ def main() -> int:
         if code != 200:
             print(f"status update rejected: {code} {body}", file=sys.stderr, flush=True)
             return 4
+        if args.mode == "interrupt" and not os.path.exists("interrupted-once"):
+            open("interrupted-once", "w").close()  # the trial directory is kept across attempts
+            time.sleep(1.5)  # the other trials finish first
+            os.kill(os.getppid(), signal.SIGINT)
+            time.sleep(60)
         if args.mode.startswith("hold") or args.mode == "family":
             while os.path.exists(args.hold_file):
                 time.sleep(0.05)
