@@ -47,6 +47,18 @@ _CONDITIONS = {
     "EarlyStopped": pb.TrialStatus.EARLYSTOPPED,
 }
 _TIMEOUT_S = 60.0
+# Katib algorithm names the suggestion service may not accept, and what to use instead.
+KATIB_ALGORITHM_HINTS = {
+    "sobol": "Katib's sobol is algorithmName qmc with setting qmc_type=sobol here",
+    "bayesianoptimization": "for Katib's bayesianoptimization (skopt, Gaussian process) use algorithmName gp",
+    "hyperband": (
+        "for Katib's hyperband use algorithmName random with earlyStopping algorithmName katib-progress, "
+        "setting policy=hyperband (pruning by progress instead of Katib's resource-parameter brackets)"
+    ),
+    "pbt": "population based training is not supported: it hands checkpoints between trials",
+    "enas": "neural architecture search is not supported by a local sweep",
+    "darts": "neural architecture search is not supported by a local sweep",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +180,9 @@ class SuggestionClient:
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
                 return
             if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
-                raise ConfigError("spec.algorithm", str(exc.details())) from None
+                hint = KATIB_ALGORITHM_HINTS.get(exp.doc.spec.algorithm.algorithm_name)
+                detail = str(exc.details()) + (f" ({hint})" if hint else "")
+                raise ConfigError("spec.algorithm", detail) from None
             raise _rpc_error("ValidateAlgorithmSettings", exc) from None
 
     def get(
@@ -228,6 +242,20 @@ class ObservationReader:
             if value is not None:
                 out[metric] = value
         return out
+
+    def report(self, trial: str, rows: Sequence[tuple[str, str, str]]) -> None:
+        """``ReportObservationLog`` of (time_stamp, metric, value) rows, as Katib's collector sidecar."""
+        logs = [pb.MetricLog(time_stamp=t, metric=pb.Metric(name=n, value=v)) for t, n, v in rows]
+        try:
+            self._stub.ReportObservationLog(
+                pb.ReportObservationLogRequest(
+                    trial_name=trial, observation_log=pb.ObservationLog(metric_logs=logs)
+                ),
+                timeout=_TIMEOUT_S,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as exc:
+            raise _rpc_error("ReportObservationLog", exc) from None
 
     def delete(self, trial: str) -> None:
         try:

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
+from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc, Metadata, TrainJobDoc, TrainJobMetadata
 from katib_progress.local._render import TRAINER, TRIAL_SPEC
+from katib_progress.local._textmetrics import Collector
 
 
 def unsupported(doc: ExperimentDoc, job: TrainJobDoc) -> Iterator[str]:
@@ -25,12 +27,12 @@ def unsupported(doc: ExperimentDoc, job: TrainJobDoc) -> Iterator[str]:
             "spec.trialTemplate.successCondition/failureCondition: not evaluated; a local trial "
             "completes when its process exits (0 = complete, non-zero = failed)"
         )
-    collector = (spec.metrics_collector_spec.collector or {}) if spec.metrics_collector_spec else {}
-    kind = collector.get("kind")
-    if kind not in (None, "Push"):
+    yield from _collector_notes(collector_of(doc))
+    yield from _settings_notes(doc)
+    if spec.resume_policy is not None:
         yield (
-            f"spec.metricsCollectorSpec.collector.kind={kind}: not used; metrics arrive through the "
-            "local TrainJob status endpoint (Push semantics)"
+            f"spec.resumePolicy={spec.resume_policy}: not used; a local sweep resumes when the same command "
+            "runs again (finished trials kept, interrupted ones run again)"
         )
     if job.spec.runtime_ref is not None:
         name = job.spec.runtime_ref.get("name", "?")
@@ -65,3 +67,39 @@ def extras(model: BaseModel, prefix: str) -> Iterator[str]:
             for i, item in enumerate(value):
                 if isinstance(item, BaseModel):
                     yield from extras(item, f"{where}[{i}]")
+
+
+def _collector_notes(collector: Collector) -> Iterator[str]:
+    where = "spec.metricsCollectorSpec.collector.kind"
+    if collector.kind == "StdOut":
+        yield (
+            f"{where}=StdOut (Katib's default when none is given): metrics are read with Katib's "
+            "filters from the trial's stdout and stderr (trials/<trial>/stdout.log) once it exits; "
+            "live progress and pruning need kind Push (the Kubeflow SDK's update_trainjob_status)"
+        )
+    elif collector.kind == "File" and collector.path is not None:
+        yield (
+            f"{where}=File ({collector.path}, {collector.format}): each trial writes its own copy, "
+            f"trials/<trial>{collector.path} (the path is rewritten in the trainer's command, args and env), "
+            "read once the trial exits; live progress and pruning need kind Push"
+        )
+
+
+def _settings_notes(doc: ExperimentDoc) -> Iterator[str]:
+    early = doc.spec.early_stopping
+    if early is not None and early.algorithm_name == "medianstop":
+        for i, setting in enumerate(early.algorithm_settings):
+            if setting.name == "start_step":
+                yield (
+                    f"spec.earlyStopping.algorithmSettings[{i}] start_step={setting.value}: not used; "
+                    "Katib's stop rule counts metric reports in a collector sidecar, the live median "
+                    "policy waits warmup_progress % of progress instead"
+                )
+    algorithm = doc.spec.algorithm
+    if algorithm.algorithm_name == "cmaes":
+        for i, setting in enumerate(algorithm.algorithm_settings):
+            if setting.name == "restart_strategy" and setting.value.lower() != "none":
+                yield (
+                    f"spec.algorithm.algorithmSettings[{i}] restart_strategy={setting.value}: "
+                    "accepted, ignored (Optuna >= 4.4 no longer restarts CMA-ES)"
+                )

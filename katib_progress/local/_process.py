@@ -29,6 +29,7 @@ class LaunchSpec:
     status_url: str
     token: str
     env: Mapping[str, str]
+    merge_stderr: bool = False  # StdOut collector: stderr into stdout.log, as Katib's ``2>&1``
 
 
 def new_token() -> str:
@@ -137,7 +138,9 @@ class TrialProcess:
         env["NO_PROXY"] = env["no_proxy"] = no_proxy
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._stdout: IO[bytes] = open(spec.workdir / "stdout.log", "ab")  # noqa: SIM115
-        self._stderr: IO[bytes] = open(spec.workdir / "stderr.log", "ab")  # noqa: SIM115
+        self._stderr: IO[bytes] = (
+            self._stdout if spec.merge_stderr else open(spec.workdir / "stderr.log", "ab")  # noqa: SIM115
+        )
         self.started = time.monotonic()
         self._watchdog = watchdog
         try:

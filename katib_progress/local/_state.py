@@ -211,10 +211,16 @@ def outcome(
     if code == 0:
         if metric in observation:
             return {"status": "Succeeded", "reason": "TrialSucceeded", "message": ""}
+        how = {
+            "Push": "kind Push: report it with the Kubeflow SDK's update_trainjob_status, or set "
+            "metricsCollectorSpec.collector.kind StdOut to read printed metrics",
+            "StdOut": f"kind StdOut: print it as {metric}=VALUE (or set a metricsFormat filter)",
+            "File": "kind File: write it to the collector's file",
+        }[exp.collector.kind]
         return {
             "status": "MetricsUnavailable",
             "reason": "MetricsUnavailable",
-            "message": f"exited 0 but reported no {metric!r}",
+            "message": f"exited 0 but reported no {metric!r} ({how})",
         }
     if code < 0:
         try:
@@ -223,7 +229,7 @@ def outcome(
             how = f"killed by signal {-code}"
     else:
         how = f"exit code {code}"
-    tail = _stderr_tail(workdir / "stderr.log")
+    tail = _stderr_tail(workdir / "stderr.log") or _stderr_tail(workdir / "stdout.log")
     return {"status": "Failed", "reason": "TrialFailed", "message": f"{how}: {tail}" if tail else how}
 
 

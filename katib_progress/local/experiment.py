@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from katib_progress.errors import ConfigError
+from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc
 from katib_progress.local._notices import unsupported
 from katib_progress.local._render import (
@@ -30,6 +31,7 @@ from katib_progress.local._render import (
     strings,
     validate_model,
 )
+from katib_progress.local._textmetrics import Collector
 
 _COUNT_FIELDS = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")
 
@@ -81,6 +83,11 @@ class LocalExperiment:
             return out
         return settings
 
+    @property
+    def collector(self) -> Collector:
+        """The metrics collector after Katib's defaulting (none given: StdOut)."""
+        return collector_of(self.doc)
+
     def render(self, trial_name: str, assignments: Mapping[str, str]) -> RenderedTrial:
         """Substitute ``${trialParameters.x}`` as Katib does and return the local command."""
         return render_trial(self, trial_name, assignments)
@@ -104,6 +111,7 @@ def load_experiment(path: str | Path) -> LocalExperiment:
 
 def parse_experiment(raw: Mapping[str, Any], *, source: Path) -> LocalExperiment:
     """Validate an Experiment object (already loaded from YAML/JSON)."""
+    _check_scope(raw)
     doc = validate_model(ExperimentDoc, raw, prefix="")
     spec = doc.spec
     _check_parameters(doc)
@@ -113,19 +121,60 @@ def parse_experiment(raw: Mapping[str, Any], *, source: Path) -> LocalExperiment
             "spec.parallelTrialCount",
             f"{spec.parallel_trial_count} must be <= spec.maxTrialCount {spec.max_trial_count}",
         )
-    if spec.nas_config is not None:
-        raise ConfigError("spec.nasConfig", "neural architecture search is not supported by a local sweep")
     template = spec.trial_template
     if template.config_map is not None:
         raise ConfigError("spec.trialTemplate.configMap", "a local sweep needs the trialSpec inline")
     if template.trial_spec is None:
         raise ConfigError(TRIAL_SPEC, "required: a TrainJob template")
     _check_trial_parameters(doc)
+    collector_of(doc)
     partial = LocalExperiment(doc=doc, source=source, unsupported=(), fingerprint="")
     sample = {p.name: sample_value(p) for p in spec.parameters}
     rendered_doc = render_doc(partial, f"{doc.metadata.name}-sample", sample)
     notes = tuple(unsupported(doc, rendered_doc))
     return LocalExperiment(doc=doc, source=source, unsupported=notes, fingerprint=_fingerprint(raw))
+
+
+_NAS = (
+    "neural architecture search (NAS) is not supported by a local sweep: it needs Katib's NAS suggestion "
+    "services (ENAS, DARTS) and their trial images on a cluster"
+)
+_TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+_CONTAINER_JOBS = {"Job", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"}
+
+
+def _check_scope(raw: Mapping[str, Any]) -> None:
+    """What a local sweep cannot run, said before any field-level validation (whose errors would
+    point at an unrelated field)."""
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping):
+        return
+    if spec.get("nasConfig") is not None:
+        raise ConfigError("spec.nasConfig", _NAS)
+    template = spec.get("trialTemplate")
+    if not isinstance(template, Mapping):
+        return
+    if template.get("configMap") is not None:
+        raise ConfigError(
+            "spec.trialTemplate.configMap", "a local sweep needs the trialSpec inline (no ConfigMap to read)"
+        )
+    trial_spec = template.get("trialSpec")
+    if not isinstance(trial_spec, Mapping):
+        return
+    kind = (trial_spec.get("apiVersion"), trial_spec.get("kind"))
+    if kind == _TRAINJOB:
+        return
+    got = f"{kind[0]} {kind[1]}"
+    if kind[1] in _CONTAINER_JOBS:
+        hint = (
+            "put the primary container's command, args and env under spec.trainer of a TrainJob "
+            "(examples/local/katib-examples/ has Katib's examples converted this way)"
+        )
+    else:
+        hint = "a local sweep runs each trial as one process; pipelines and other kinds run only on a cluster"
+    raise ConfigError(
+        f"{TRIAL_SPEC}.kind", f"a local sweep runs TrainJob trials ({_TRAINJOB[0]}), got {got}: {hint}"
+    )
 
 
 def _number(field: str, text: str | None, *, integer: bool) -> float:

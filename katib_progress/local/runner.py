@@ -26,6 +26,7 @@ from pathlib import Path
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.local import _state
+from katib_progress.local._attempt import collect_output, new_attempt, own_metrics_file
 from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._logfile import log_to_file
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
@@ -226,7 +227,7 @@ class _Sweep:
 
     def _start(self, trial: TrialSummary, pipeline: LocalPipeline, endpoint: StatusEndpoint) -> None:
         now = datetime.now(UTC)
-        base = _new_attempt(trial, now)
+        base = new_attempt(trial, now)
         try:
             rendered = self.exp.render(trial.name, trial.params)
         except ConfigError as exc:
@@ -237,12 +238,18 @@ class _Sweep:
         job = JobRef(ns, trial.name, uuid.uuid4().hex, self.exp.name, trial.name, now)
         endpoint.register(ns, trial.name, token)
         pipeline.track(job)
+        trial_dir = self.workdir / "trials" / trial.name
+        argv, env = rendered.argv, rendered.env
+        collector = self.exp.collector
+        if collector.kind == "File" and collector.path is not None:
+            argv, env = own_metrics_file(collector.path, trial_dir, argv, env)
         spec = LaunchSpec(
-            argv=rendered.argv,
-            workdir=self.workdir / "trials" / trial.name,
+            argv=argv,
+            workdir=trial_dir,
             status_url=endpoint.url_for(ns, trial.name),
             token=token,
-            env=rendered.env,
+            env=env,
+            merge_stderr=collector.kind == "StdOut",
         )
         try:
             proc = TrialProcess(spec, self._watchdog)
@@ -281,6 +288,7 @@ class _Sweep:
         pipeline.untrack(job)
         if not self._flush():
             _log.warning("observation rows of %s may be incomplete (flush timed out)", name)
+        collect_note = collect_output(self.exp, self.workdir / "trials" / name, reader)
         observation = reader.observation(name, self.exp.strategies(), pipeline.non_finite(name))
         live = pipeline.live(name)
         trial = self.book.trials[name]
@@ -302,6 +310,8 @@ class _Sweep:
         )
         if live is not None:
             update.update(progress=live.progress, eta_s=live.eta_s, latest_metrics=dict(live.metrics))
+        if collect_note and update.get("status") in ("MetricsUnavailable", "Succeeded"):
+            update["message"] = (str(update.get("message") or "") + f" ({collect_note})").strip()
         done = trial.model_copy(update=update)
         self.book.put(done)
         if self._pruner is not None:
@@ -340,28 +350,6 @@ class _Sweep:
         summary = self._summary()
         write_summary(self.workdir, summary)
         return summary
-
-
-def _new_attempt(trial: TrialSummary, now: datetime) -> TrialSummary:
-    """``trial`` as a new running attempt: results of an earlier attempt cleared."""
-    return trial.model_copy(
-        update={
-            "status": "Running",
-            "reason": "",
-            "message": "",
-            "started_at": now,
-            "ended_at": None,
-            "attempts": trial.attempts + 1,
-            "progress": None,
-            "eta_s": None,
-            "exit_code": None,
-            "objective": None,
-            "observation": {},
-            "latest_metrics": {},
-            "eta_at_prune_s": None,
-            "policy": "",
-        }
-    )
 
 
 __all__ = ["SweepOptions", "SweepResult", "default_workdir", "run_sweep"]
