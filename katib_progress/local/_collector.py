@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._model import ExperimentDoc
 from katib_progress.local._textmetrics import Collector
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._model import ParameterSpec, TrainJobDoc
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc
 from katib_progress.local._notices import unsupported

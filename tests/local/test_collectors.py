@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local._textmetrics import ZERO_TIME, parse_json, parse_text
 from katib_progress.local.experiment import parse_experiment
 

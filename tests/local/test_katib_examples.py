@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local.experiment import load_experiment, parse_experiment
 
 from .conftest import experiment_doc, sweep

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.local.summary import read_summary
 
 from .conftest import experiment_doc, sweep, write_experiment

@@ -95,8 +95,8 @@ def main() -> int:
         if args.logger == "hypertune" and args.log_path:
             with open(args.log_path, "a", encoding="utf-8") as out:
                 for tag, value in (("loss", test_loss), ("accuracy", accuracy)):
-                    line = {"timestamp": time.time(), "trial": "0", tag: str(value), "global_step": str(epoch)}
-                    out.write(json.dumps(line) + "\n")
+                    line = {"timestamp": time.time(), "trial": "0", tag: str(value)}
+                    out.write(json.dumps({**line, "global_step": str(epoch)}) + "\n")
     return 0
 
 

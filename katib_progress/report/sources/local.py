@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from katib_progress.errors import ConfigError
+from katib_progress.core.errors import ConfigError
 from katib_progress.report.model import (
     LOG_DISTRIBUTIONS,
     ExperimentRecord,
