@@ -14,6 +14,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
+from katib_progress.core.errors import ConfigError, PermanentError, TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import TrialSummary
@@ -242,6 +243,18 @@ class ObservationReader:
             if value is not None:
                 out[metric] = value
         return out
+
+    def rows(self, trial: str) -> list[tuple[str, str, str]]:
+        """Every (time_stamp, metric, value) row of the trial's observation log."""
+        try:
+            reply = self._stub.GetObservationLog(
+                pb.GetObservationLogRequest(trial_name=trial, metric_name=""),
+                timeout=_TIMEOUT_S,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as exc:
+            raise _rpc_error("GetObservationLog", exc) from None
+        return [(m.time_stamp, m.metric.name, m.metric.value) for m in reply.observation_log.metric_logs]
 
     def report(self, trial: str, rows: Sequence[tuple[str, str, str]]) -> None:
         """``ReportObservationLog`` of (time_stamp, metric, value) rows, as Katib's collector sidecar."""

@@ -34,7 +34,7 @@ def suggestion_service(address: str | None) -> Iterator[str]:
     if address is not None:
         yield address
         return
-    from suggestion.server import create_server
+    from katib_progress.suggestion.server import create_server
 
     server = create_server(["127.0.0.1:0"])
     server.start()
@@ -98,6 +98,19 @@ class Pruner:
     def decide(self, point: ProgressPoint) -> Decision:
         decision: Decision = self._client.decide(point, self.config)
         return decision
+
+    def replay(self, trial: str, points: list[ProgressPoint], status: str) -> None:
+        """A finished trial's stored points, then its end: the service's history as if it never
+        stopped (decisions on replayed points are ignored)."""
+        for point in points:
+            try:
+                self._client.decide(point, self.config)
+            except KatibProgressError as exc:
+                _log.warning(
+                    "replay of %s (seq %d) to the pruning service failed: %s", point.trial, point.seq, exc
+                )
+                return
+        self.finish(trial, status)
 
     def finish(self, trial: str, status: str) -> None:
         """Tell the pruning service how a trial ended (comparative policies count completed trials)."""

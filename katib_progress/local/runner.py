@@ -31,6 +31,7 @@ from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._logfile import log_to_file
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
 from katib_progress.local._process import LaunchSpec, TrialProcess, Watchdog, new_token, stop_orphan
+from katib_progress.local._replay import stored_points
 from katib_progress.local._services import Pruner, Store, store_service, suggestion_service
 from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
@@ -159,6 +160,7 @@ class _Sweep:
         reader: ObservationReader,
         sugg: SuggestionClient,
     ) -> None:
+        self._restore_pruner(reader)
         rerun = self.book.to_rerun()
         if rerun:
             kept = sum(1 for t in self.book.trials.values() if t.terminal)
@@ -188,6 +190,17 @@ class _Sweep:
             self._launch(pipeline, endpoint, sugg)
             self.view.update(self._summary(), {n: pipeline.live(n) for n in self._procs})
             time.sleep(self.opts.poll_s)
+
+    def _restore_pruner(self, reader: ObservationReader) -> None:
+        """On resume: replay every finished trial's stored points and end to the pruning service."""
+        if self._pruner is None:
+            return
+        finished = [t for t in self.book.trials.values() if t.terminal]
+        for trial in finished:
+            points = stored_points(self.exp.name, trial.name, reader.rows(trial.name))
+            self._pruner.replay(trial.name, points, trial.status)
+        if finished:
+            self.view.event(f"resume: pruning history of {len(finished)} finished trial(s) restored")
 
     def _take_prunes(self, pipeline: LocalPipeline) -> None:
         while not pipeline.prunes.empty():

@@ -4,7 +4,8 @@ Modes: ok, diverge (loss NaN from step 2, then keeps running), crash (exit 3 at 
 hold (after the first report, waits while --hold-file exists), family (hold, plus a child process in
 the trial's process group that prints its pid and sleeps), nanlast (the last report's loss is NaN),
 interrupt (on its first attempt only: reports once, then sends SIGINT to the sweep and waits),
-probe (first POSTs with a wrong token and prints the answer).
+probe (first POSTs with a wrong token and prints the answer), thirdbad (ok, but 10x the loss when it is
+the third trial of the sweep: the third trial directory).
 Each report is one POST of {"trainerStatus": ...}.
 """
 
@@ -60,6 +61,8 @@ def main() -> int:
         loss = (args.x - 0.3) ** 2 + 1.0 / step
         if args.mode == "diverge" and step >= 2:
             loss = float("nan")
+        if args.mode == "thirdbad" and len(os.listdir(os.path.dirname(os.getcwd()))) >= 3:
+            loss *= 10
         if args.mode == "nanlast" and step == steps:
             loss = float("nan")
         if args.mode == "crash" and step == 2:
