@@ -28,7 +28,7 @@ from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.local import _state
 from katib_progress.local._attempt import collect_output, new_attempt, own_metrics_file
 from katib_progress.local._katib import ObservationReader, SuggestionClient
-from katib_progress.local._logfile import log_to_file
+from katib_progress.local._logfile import sweep_logging
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
 from katib_progress.local._process import LaunchSpec, TrialProcess, Watchdog, new_token, stop_orphan
 from katib_progress.local._replay import stored_points
@@ -75,6 +75,7 @@ def run_sweep(
     opts = options or SweepOptions()
     workdir = (opts.workdir or default_workdir(exp)).resolve()
     with signals_as_interrupt(), ExitStack() as stack:
+        logs = stack.enter_context(sweep_logging(quiet_console=opts.quiet_console)) if opts.log_file else None
         address = stack.enter_context(suggestion_service(opts.suggestion_address))
         suggestions = SuggestionClient(address)
         stack.callback(suggestions.close)
@@ -83,8 +84,8 @@ def run_sweep(
         if pruner is not None:
             stack.callback(pruner.close)
         previous, moved = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
-        if opts.log_file:
-            stack.enter_context(log_to_file(workdir / "sweep.log", quiet_console=opts.quiet_console))
+        if logs is not None:
+            logs.attach(workdir / "sweep.log")
         if moved is not None:
             _log.warning("--fresh: earlier results of %s moved to %s", workdir, moved)
         store = stack.enter_context(store_service(workdir))

@@ -92,3 +92,30 @@ def test_a_rejected_experiment_creates_no_work_dir(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "spec.algorithm" in proc.stderr and "randomm" in proc.stderr
     assert not run_dir.exists()
+
+
+def test_service_logs_go_to_sweep_log_not_the_terminal(tmp_path: Path) -> None:
+    path = write_experiment(
+        tmp_path / "e.yaml", experiment_doc([X, "--steps=2"], maxTrialCount=1, parallelTrialCount=1)
+    )
+    run_dir = tmp_path / "w"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "katib_progress.cli",
+            "sweep",
+            str(path),
+            "--workdir",
+            str(run_dir),
+            "--plain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    log = (run_dir / "sweep.log").read_text()
+    assert "suggestion service listening" in log  # logged before the work dir existed, kept
