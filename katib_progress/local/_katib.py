@@ -15,7 +15,6 @@ from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
 from katib_progress.core.errors import ConfigError, PermanentError, TemporaryError
-from katib_progress.core.strategy import apply_strategy
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import TrialSummary
@@ -49,6 +48,18 @@ _CONDITIONS = {
     "EarlyStopped": pb.TrialStatus.EARLYSTOPPED,
 }
 _TIMEOUT_S = 60.0
+# Katib algorithm names the suggestion service may not accept, and what to use instead.
+KATIB_ALGORITHM_HINTS = {
+    "sobol": "Katib's sobol is algorithmName qmc with setting qmc_type=sobol here",
+    "bayesianoptimization": "for Katib's bayesianoptimization (skopt, Gaussian process) use algorithmName gp",
+    "hyperband": (
+        "for Katib's hyperband use algorithmName random with earlyStopping algorithmName katib-progress, "
+        "setting policy=hyperband (pruning by progress instead of Katib's resource-parameter brackets)"
+    ),
+    "pbt": "population based training is not supported: it hands checkpoints between trials",
+    "enas": "neural architecture search is not supported by a local sweep",
+    "darts": "neural architecture search is not supported by a local sweep",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +181,9 @@ class SuggestionClient:
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
                 return
             if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
-                raise ConfigError("spec.algorithm", str(exc.details())) from None
+                hint = KATIB_ALGORITHM_HINTS.get(exp.doc.spec.algorithm.algorithm_name)
+                detail = str(exc.details()) + (f" ({hint})" if hint else "")
+                raise ConfigError("spec.algorithm", detail) from None
             raise _rpc_error("ValidateAlgorithmSettings", exc) from None
 
     def get(
@@ -206,7 +219,14 @@ class ObservationReader:
         self._channel = grpc.insecure_channel(address)
         self._stub = pb_grpc.DBManagerStub(self._channel)
 
-    def observation(self, trial: str, strategies: Mapping[str, str]) -> dict[str, float]:
+    def observation(
+        self,
+        trial: str,
+        strategies: Mapping[str, str],
+        extra: Sequence[tuple[datetime, str, float]] = (),
+    ) -> dict[str, float]:
+        """Each metric's value by its strategy over the trial's log plus ``extra`` values the log never
+        holds (NaN/Inf, as (time, metric, value)); a metric without any value is left out."""
         out: dict[str, float] = {}
         for metric, strategy in strategies.items():
             try:
@@ -217,10 +237,38 @@ class ObservationReader:
                 )
             except grpc.RpcError as exc:
                 raise _rpc_error("GetObservationLog", exc) from None
-            value = reduce_log(reply.observation_log.metric_logs, strategy)
+            rows = [(log.time_stamp, log.metric.value) for log in reply.observation_log.metric_logs]
+            rows += [(format_rfc3339nano(t), _fmt(v)) for t, name, v in extra if name == metric]
+            value = katib_observation(rows, strategy)
             if value is not None:
                 out[metric] = value
         return out
+
+    def rows(self, trial: str) -> list[tuple[str, str, str]]:
+        """Every (time_stamp, metric, value) row of the trial's observation log."""
+        try:
+            reply = self._stub.GetObservationLog(
+                pb.GetObservationLogRequest(trial_name=trial, metric_name=""),
+                timeout=_TIMEOUT_S,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as exc:
+            raise _rpc_error("GetObservationLog", exc) from None
+        return [(m.time_stamp, m.metric.name, m.metric.value) for m in reply.observation_log.metric_logs]
+
+    def report(self, trial: str, rows: Sequence[tuple[str, str, str]]) -> None:
+        """``ReportObservationLog`` of (time_stamp, metric, value) rows, as Katib's collector sidecar."""
+        logs = [pb.MetricLog(time_stamp=t, metric=pb.Metric(name=n, value=v)) for t, n, v in rows]
+        try:
+            self._stub.ReportObservationLog(
+                pb.ReportObservationLogRequest(
+                    trial_name=trial, observation_log=pb.ObservationLog(metric_logs=logs)
+                ),
+                timeout=_TIMEOUT_S,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as exc:
+            raise _rpc_error("ReportObservationLog", exc) from None
 
     def delete(self, trial: str) -> None:
         try:
@@ -234,14 +282,46 @@ class ObservationReader:
         self._channel.close()
 
 
-def reduce_log(logs: Sequence[Any], strategy: str) -> float | None:
-    """min / max / latest (by timestamp; the later row wins a tie) of the finite numeric values."""
-    values: list[tuple[datetime, int, float]] = []
-    for i, log in enumerate(logs):
+def katib_observation(rows: Sequence[tuple[str, str]], strategy: str) -> float | None:
+    """A metric's observation from its (time_stamp, value) log rows, as Katib computes it.
+
+    Katib's trial controller (``getMetrics`` in pkg/controller.v1beta1/trial/trial_controller_util.go)
+    keeps, in log order, ``min``/``max`` of the values that parse as numbers (the first one seeds both;
+    Go comparisons with NaN are false, so a later NaN never replaces them) and ``latest`` = the value of
+    the row with the latest timestamp (a tie goes to the later row), whatever it is; the experiment
+    controller (``getObjectiveMetricValue`` in pkg/controller.v1beta1/experiment/util/status_util.go)
+    falls back to ``latest`` when ``min``/``max`` has no value. None when no row parses as a number.
+    """
+    low = high = latest = None
+    latest_at: datetime | None = None
+    for stamp, text in rows:
+        value = _parse_go_float(text)
+        if value is not None:
+            if low is None or high is None:
+                low = high = value
+            elif value < low:
+                low = value
+            elif value > high:
+                high = value
         try:
-            value = float(log.metric.value)
-            stamp = parse_rfc3339(log.time_stamp, field="time_stamp")
+            moment = parse_rfc3339(stamp, field="time_stamp")
         except ValueError:
             continue
-        values.append((stamp, i, value))
-    return apply_strategy((v for _, _, v in sorted(values)), strategy)
+        if latest_at is None or not latest_at > moment:
+            latest_at, latest = moment, value
+    if strategy == "min" and low is not None:
+        return low
+    if strategy == "max" and high is not None:
+        return high
+    return latest
+
+
+def _parse_go_float(text: str) -> float | None:
+    """``strconv.ParseFloat(text, 64)``: decimal numbers and nan/inf spellings; None when it fails."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if "_" in text or text != text.strip():  # Python accepts these, Go does not
+        return None
+    return value

@@ -8,11 +8,13 @@ main loop, which stops the trial's process group.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -55,6 +57,7 @@ class LocalPipeline:
         self._jobs: dict[tuple[str, str], JobRef] = {}
         self._live: dict[str, Live] = {}
         self._pruned: set[str] = set()
+        self._non_finite: dict[str, list[tuple[datetime, str, float]]] = {}
         self.prunes: queue.Queue[PruneRequest] = queue.Queue()
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name="local-pipeline", daemon=True)
@@ -76,6 +79,7 @@ class LocalPipeline:
             self._jobs[(job.namespace, job.name)] = job
             self._live[job.trial] = Live()
             self._pruned.discard(job.trial)
+            self._non_finite[job.trial] = []
 
     def untrack(self, job: JobRef) -> None:
         with self._lock:
@@ -85,6 +89,12 @@ class LocalPipeline:
     def live(self, trial: str) -> Live | None:
         with self._lock:
             return self._live.get(trial)
+
+    def non_finite(self, trial: str) -> list[tuple[datetime, str, float]]:
+        """(timestamp, metric, value) of every NaN/Inf the trial reported: never observation rows, but
+        Katib's metric strategies see them (a trial whose latest value is NaN has a NaN ``latest``)."""
+        with self._lock:
+            return list(self._non_finite.get(trial, ()))
 
     def submit(self, namespace: str, name: str, trainer_status: dict[str, Any]) -> None:
         """The status endpoint's callback: enqueue only."""
@@ -128,6 +138,8 @@ class LocalPipeline:
             previous = self._live.get(point.trial, Live())
             metrics = dict(previous.metrics)
             metrics.update(point.metrics)
+            bad = [(point.timestamp, k, v) for k, v in point.metrics.items() if not math.isfinite(v)]
+            self._non_finite.setdefault(point.trial, []).extend(bad)
             self._live[point.trial] = Live(
                 progress=point.progress if point.progress is not None else previous.progress,
                 eta_s=point.eta_s,

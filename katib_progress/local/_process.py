@@ -29,16 +29,99 @@ class LaunchSpec:
     status_url: str
     token: str
     env: Mapping[str, str]
+    merge_stderr: bool = False  # StdOut collector: stderr into stdout.log, as Katib's ``2>&1``
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+_HERE = Path(__file__).resolve().parent
+
+
+def _spawn(
+    spec: LaunchSpec, env: dict[str, str], stdout: IO[bytes], stderr: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """The trial in its own session, through ``_exec.py`` (parent-death signal); OSError when the
+    command cannot be executed, as ``subprocess.Popen`` raises it."""
+    status_r, status_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                str(_HERE / "_exec.py"),
+                str(os.getpid()),
+                str(status_w),
+                *spec.argv,
+            ],
+            cwd=spec.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            pass_fds=(status_w,),
+        )
+    except OSError:
+        os.close(status_r)
+        raise
+    finally:
+        os.close(status_w)
+    with os.fdopen(status_r, "rb") as status:
+        failure = status.read().decode("utf-8", "replace")
+    if failure:
+        proc.wait()
+        number, _, message = failure.partition(":")
+        raise OSError(int(number) if number.isdigit() else 0, message)
+    return proc
+
+
+class Watchdog:
+    """``_watchdog.py`` in its own session: stops the registered trial groups when the sweep dies."""
+
+    def __init__(self, grace_s: float) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(_HERE / "_watchdog.py"), str(grace_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pid = self._proc.pid
+
+    def _send(self, line: str) -> None:
+        stdin = self._proc.stdin
+        if stdin is None or stdin.closed:
+            return
+        try:
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
+        except OSError as exc:  # the watchdog died: trials still have their parent-death signal
+            _log.warning("trial watchdog unavailable: %s", exc)
+
+    def add(self, pgid: int) -> None:
+        self._send(f"+{pgid}")
+
+    def remove(self, pgid: int) -> None:
+        self._send(f"-{pgid}")
+
+    def close(self) -> None:
+        """End of input: the watchdog stops what is still registered (nothing after a clean sweep)."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _log.warning("trial watchdog %d did not exit", self.pid)
+
+
 class TrialProcess:
     """A running trial. ``terminate`` signals the whole process group: SIGTERM, then SIGKILL."""
 
-    def __init__(self, spec: LaunchSpec) -> None:
+    def __init__(self, spec: LaunchSpec, watchdog: Watchdog | None = None) -> None:
         spec.workdir.mkdir(parents=True, exist_ok=True)
         token_file = spec.workdir / "token"
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -55,22 +138,19 @@ class TrialProcess:
         env["NO_PROXY"] = env["no_proxy"] = no_proxy
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._stdout: IO[bytes] = open(spec.workdir / "stdout.log", "ab")  # noqa: SIM115
-        self._stderr: IO[bytes] = open(spec.workdir / "stderr.log", "ab")  # noqa: SIM115
+        self._stderr: IO[bytes] = (
+            self._stdout if spec.merge_stderr else open(spec.workdir / "stderr.log", "ab")  # noqa: SIM115
+        )
         self.started = time.monotonic()
+        self._watchdog = watchdog
         try:
-            self._proc = subprocess.Popen(
-                list(spec.argv),
-                cwd=spec.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=self._stdout,
-                stderr=self._stderr,
-                start_new_session=True,
-            )
+            self._proc = _spawn(spec, env, self._stdout, self._stderr)
         except OSError:
             self._close_files()
             raise
         self.pid = self._proc.pid
+        if watchdog is not None:
+            watchdog.add(self.pid)
         self._term_sent: float | None = None
         self._killed = False
 
@@ -79,6 +159,8 @@ class TrialProcess:
         if code is not None:
             self._reap_group()
             self._close_files()
+            if self._watchdog is not None:
+                self._watchdog.remove(self.pid)
         return code
 
     def terminate(self) -> None:

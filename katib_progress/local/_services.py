@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,35 +28,42 @@ _FINAL_STATES = {
 }
 
 
+@contextmanager
+def suggestion_service(address: str | None) -> Iterator[str]:
+    """The suggestion service's address: ``address``, or an embedded service started here (no files)."""
+    if address is not None:
+        yield address
+        return
+    from katib_progress.suggestion.server import create_server
+
+    server = create_server(["127.0.0.1:0"])
+    server.start()
+    try:
+        yield server.bound_addresses[0]
+    finally:
+        server.stop(1.0)
+
+
 @dataclass
-class Services:
-    store: Any
+class Store:
+    """The embedded Katib DB manager over the work directory's SQLite file, and the sink writing to it."""
+
+    server: Any
     sink: DBManagerSink
-    store_address: str
-    suggestion: Any | None
-    suggestion_address: str
-
-    def stop(self) -> None:
-        self.sink.flush(10.0)
-        self.sink.close()
-        if self.suggestion is not None:
-            self.suggestion.stop(1.0)
-        self.store.stop(1.0)
+    address: str
 
 
-def start_services(workdir: Path, suggestion_address: str | None = None) -> Services:
-    """Start the store and (unless an address is given) an embedded suggestion service."""
-    store = start_store_server(str(workdir / STORE_FILE), address="127.0.0.1:0")
-    sink = DBManagerSink(store.address)
-    server = None
-    if suggestion_address is None:
-        from katib_progress.suggestion.server import create_server
-
-        server = create_server(["127.0.0.1:0"])
-        server.start()
-        suggestion_address = server.bound_addresses[0]
-    _log.info("store at %s, suggestion service at %s", store.address, suggestion_address)
-    return Services(store, sink, store.address, server, suggestion_address)
+@contextmanager
+def store_service(workdir: Path) -> Iterator[Store]:
+    server = start_store_server(str(workdir / STORE_FILE), address="127.0.0.1:0")
+    sink = DBManagerSink(server.address)
+    _log.info("observation store at %s", server.address)
+    try:
+        yield Store(server, sink, server.address)
+    finally:
+        sink.flush(10.0)
+        sink.close()
+        server.stop(1.0)
 
 
 class Pruner:
@@ -89,6 +98,19 @@ class Pruner:
     def decide(self, point: ProgressPoint) -> Decision:
         decision: Decision = self._client.decide(point, self.config)
         return decision
+
+    def replay(self, trial: str, points: list[ProgressPoint], status: str) -> None:
+        """A finished trial's stored points, then its end: the service's history as if it never
+        stopped (decisions on replayed points are ignored)."""
+        for point in points:
+            try:
+                self._client.decide(point, self.config)
+            except KatibProgressError as exc:
+                _log.warning(
+                    "replay of %s (seq %d) to the pruning service failed: %s", point.trial, point.seq, exc
+                )
+                return
+        self.finish(trial, status)
 
     def finish(self, trial: str, status: str) -> None:
         """Tell the pruning service how a trial ended (comparative policies count completed trials)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import math
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -14,18 +14,29 @@ from katib_progress.local._pipeline import PruneRequest
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import (
     FAILED,
-    STORE_FILE,
     SUMMARY_FILE,
     TERMINAL,
     BestTrial,
     ExperimentState,
     ObjectiveSummary,
+    SearchParameter,
     SweepSummary,
     TrialSummary,
     read_summary,
 )
 
 _STALE = ("Running", "Created", "Interrupted")
+
+
+def detect_accelerator() -> str:
+    """ "GPU" when this machine shows an NVIDIA or AMD GPU to processes, else "compute" (trial-hours)."""
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    if (nvidia.is_dir() and any(nvidia.iterdir())) or any(Path("/dev").glob("nvidia[0-9]*")):
+        return "GPU"
+    return "GPU" if Path("/dev/kfd").exists() else "compute"
+
+
+ACCELERATOR = detect_accelerator()
 _STDERR_TAIL = 200
 
 
@@ -74,7 +85,11 @@ class Book:
 
     def best(self) -> TrialSummary | None:
         objective = self.exp.doc.spec.objective
-        done = [t for t in self.trials.values() if t.status == "Succeeded" and t.objective is not None]
+        done = [
+            t
+            for t in self.trials.values()
+            if t.status == "Succeeded" and t.objective is not None and math.isfinite(t.objective)
+        ]
         if not done:
             return None
         pick = min if objective.type == "minimize" else max
@@ -110,7 +125,8 @@ class Book:
         self.status, self.reason, self.message = status, reason, message
         self._ended_at = datetime.now(UTC)
 
-    def summary(self, *, wall_s: float) -> SweepSummary:
+    def summary(self, *, wall_s: float, running_s: float = 0.0) -> SweepSummary:
+        """The state on disk; ``running_s``: run time so far of the attempts still running."""
         exp = self.exp
         spec = exp.doc.spec
         counts: dict[str, int] = {}
@@ -141,7 +157,8 @@ class Book:
             updated_at=datetime.now(UTC),
             ended_at=self._ended_at,
             wall_s=self._wall_before + wall_s,
-            compute_used_s=sum(t.compute_s for t in self.trials.values()),
+            compute_used_s=sum(t.compute_s for t in self.trials.values()) + running_s,
+            accelerator=ACCELERATOR,
             compute_saved_s=sum(
                 t.eta_at_prune_s or 0.0 for t in self.trials.values() if t.status == "EarlyStopped"
             ),
@@ -153,6 +170,18 @@ class Book:
             if best is not None and best.objective is not None
             else None,
             unsupported=list(exp.unsupported),
+            parameters=[
+                SearchParameter(
+                    name=p.name,
+                    type=p.parameter_type,
+                    min=p.feasible_space.min,
+                    max=p.feasible_space.max,
+                    step=p.feasible_space.step,
+                    choices=p.feasible_space.list_,
+                    distribution=p.feasible_space.distribution,
+                )
+                for p in spec.parameters
+            ],
             trials=list(self.trials.values()),
         )
 
@@ -182,10 +211,16 @@ def outcome(
     if code == 0:
         if metric in observation:
             return {"status": "Succeeded", "reason": "TrialSucceeded", "message": ""}
+        how = {
+            "Push": "kind Push: report it with the Kubeflow SDK's update_trainjob_status, or set "
+            "metricsCollectorSpec.collector.kind StdOut to read printed metrics",
+            "StdOut": f"kind StdOut: print it as {metric}=VALUE (or set a metricsFormat filter)",
+            "File": "kind File: write it to the collector's file",
+        }[exp.collector.kind]
         return {
             "status": "MetricsUnavailable",
             "reason": "MetricsUnavailable",
-            "message": f"exited 0 but reported no {metric!r}",
+            "message": f"exited 0 but reported no {metric!r} ({how})",
         }
     if code < 0:
         try:
@@ -194,7 +229,7 @@ def outcome(
             how = f"killed by signal {-code}"
     else:
         how = f"exit code {code}"
-    tail = _stderr_tail(workdir / "stderr.log")
+    tail = _stderr_tail(workdir / "stderr.log") or _stderr_tail(workdir / "stdout.log")
     return {"status": "Failed", "reason": "TrialFailed", "message": f"{how}: {tail}" if tail else how}
 
 
@@ -210,10 +245,18 @@ def _stderr_tail(path: Path) -> str:
     return lines[-1][:_STDERR_TAIL] if lines else ""
 
 
-def describe(trial: TrialSummary) -> str:
+def describe(trial: TrialSummary, metric: str) -> str:
+    """One line for the view; a non-finite last value of the objective metric is always shown."""
     text = f"{trial.status.lower()} {trial.name}"
     if trial.objective is not None:
         text += f" objective={trial.objective:.6g}"
+    final = trial.latest_metrics.get(metric)
+    if (
+        final is not None
+        and not math.isfinite(final)
+        and (trial.objective is None or math.isfinite(trial.objective))
+    ):
+        text += f" (last {metric}={final})"
     if trial.progress is not None:
         text += f" at {trial.progress:.0f}%"
     text += f" after {trial.elapsed_s:.1f}s"
@@ -224,21 +267,39 @@ def describe(trial: TrialSummary) -> str:
     return text
 
 
-def prepare_workdir(exp: LocalExperiment, workdir: Path, *, fresh: bool) -> SweepSummary | None:
+def prepare_workdir(
+    exp: LocalExperiment, workdir: Path, *, fresh: bool
+) -> tuple[SweepSummary | None, Path | None]:
+    """(the previous run's summary, where ``--fresh`` moved earlier results); call it only once the
+    experiment is known to be valid. ``--fresh`` never deletes: the old directory is renamed aside."""
+    moved = _move_aside(workdir) if fresh else None
     workdir.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        for name in (SUMMARY_FILE, STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm"):
-            (workdir / name).unlink(missing_ok=True)
-        shutil.rmtree(workdir / "trials", ignore_errors=True)
-        return None
+    if moved is not None:
+        return None, moved
     try:
         previous = read_summary(workdir)
     except ValueError as exc:
-        raise ConfigError("workdir", f"{workdir / SUMMARY_FILE} is unreadable ({exc}); use --fresh") from None
+        raise ConfigError(
+            "workdir",
+            f"{workdir / SUMMARY_FILE} is unreadable ({exc}); --fresh moves it aside and starts over",
+        ) from None
     if previous is not None and (previous.fingerprint != exp.fingerprint or previous.experiment != exp.name):
         raise ConfigError(
             "workdir",
             f"{workdir} holds a different search ({previous.experiment}, spec {previous.fingerprint}); "
-            "use --fresh to start over or --workdir for a new directory",
+            "use --fresh to move it aside and start over, or --workdir for a new directory",
         )
-    return previous
+    return previous, None
+
+
+def _move_aside(workdir: Path) -> Path | None:
+    """Rename a non-empty ``workdir`` to ``<workdir>.old-<UTC time>[-n]``; None when there is nothing."""
+    if not workdir.exists() or not any(workdir.iterdir()):
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1000):
+        target = workdir.with_name(f"{workdir.name}.old-{stamp}" + (f"-{n}" if n else ""))
+        if not target.exists():
+            workdir.rename(target)
+            return target
+    raise ConfigError("workdir", f"cannot find a free name to move {workdir} aside")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import os
+import sys
 import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO, cast
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live as RichLive
@@ -16,6 +22,8 @@ from rich.text import Text
 from katib_progress.local._pipeline import Live
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import SweepSummary, TrialSummary
+
+_log = logging.getLogger(__name__)
 
 _MAX_ROWS = 24
 _EVENTS = 4
@@ -59,9 +67,48 @@ def _cell_len(cell: object) -> int:
     return len(getattr(cell, "plain", ""))
 
 
+class SafeStream(io.TextIOBase):
+    """A text stream that survives its reader going away (``sweep x.yaml | head``, a closed terminal):
+    the first failed write is logged once and later output is dropped; the sweep goes on (sweep.log)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                self._stream.write(text)
+            except OSError as exc:
+                self._lost(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._lost(exc)
+
+    def isatty(self) -> bool:
+        return not self.closed_by_reader and self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def _lost(self, exc: OSError) -> None:
+        self.closed_by_reader = True
+        _log.warning("output stream closed (%s): the sweep goes on; see sweep.log and summary.json", exc)
+        with contextlib.suppress(OSError, ValueError):
+            # Later writes by anyone (and the interpreter's final flush) go nowhere instead of failing.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+
 class SweepView:
     def __init__(self, *, live: bool | None = None, console: Console | None = None) -> None:
-        self.console = console or Console(soft_wrap=True)
+        self.console = console or Console(file=cast(TextIO, SafeStream(sys.stdout)), soft_wrap=True)
         self.live_mode = self.console.is_terminal if live is None else live
         self._live: RichLive | None = None
         self._metric = ""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,53 +46,36 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         exp = load_experiment(args.experiment)
-        workdir = args.workdir or default_workdir(exp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        with _log_to_file(workdir / "sweep.log", quiet_console=getattr(args, "log_level", "INFO") == "INFO"):
-            result = run_sweep(
-                exp,
-                SweepOptions(
-                    workdir=workdir,
-                    grace_s=args.grace,
-                    live=args.live,
-                    fresh=args.fresh,
-                    suggestion_address=args.suggestion_address,
-                ),
-            )
+        result = run_sweep(
+            exp,
+            SweepOptions(
+                workdir=args.workdir or default_workdir(exp),
+                grace_s=args.grace,
+                live=args.live,
+                fresh=args.fresh,
+                suggestion_address=args.suggestion_address,
+                log_file=True,
+                quiet_console=getattr(args, "log_level", "INFO") == "INFO",
+            ),
+        )
     except KeyboardInterrupt:
-        sys.stderr.write("katib-progress sweep: interrupted before any trial started\n")
+        _say("interrupted before any trial started")
         return 130
     except ConfigError as exc:
-        sys.stderr.write(f"katib-progress sweep: invalid experiment: {exc}\n")
+        _say(f"invalid experiment: {exc}")
         return 2
     except KatibProgressError as exc:
-        sys.stderr.write(f"katib-progress sweep: {exc}\n")
+        _say(str(exc))
         return 1
     if result.exit_code != 0:
-        sys.stderr.write(f"katib-progress sweep: {result.summary.reason}: {result.message}\n")
+        _say(f"{result.summary.reason}: {result.message}")
     return result.exit_code
 
 
-@contextmanager
-def _log_to_file(path: Path, *, quiet_console: bool) -> Iterator[None]:
-    """Service logs go to ``sweep.log`` in the work directory; the terminal keeps the view (and
-    errors) unless a log level was asked for explicitly with ``--log-level``."""
-    root = logging.getLogger()
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
-    handler.setLevel(logging.INFO)
-    saved = [(h, h.level) for h in root.handlers]
-    if quiet_console:
-        for h, level in saved:
-            h.setLevel(max(level, logging.ERROR))
-    old_level = root.level
-    root.setLevel(min(old_level or logging.INFO, logging.INFO))
-    root.addHandler(handler)
+def _say(text: str) -> None:
+    """One line on stderr; a closed terminal or pipe loses the line, not the exit status."""
     try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        root.setLevel(old_level)
-        for h, level in saved:
-            h.setLevel(level)
+        sys.stderr.write(f"katib-progress sweep: {text}\n")
+        sys.stderr.flush()
+    except OSError:
+        _log.warning("stderr closed: %s", text)

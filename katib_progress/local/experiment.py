@@ -9,33 +9,31 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from katib_progress.core.errors import ConfigError
-from katib_progress.local._model import ExperimentDoc, Metadata, ParameterSpec, TrainJobDoc, TrainJobMetadata
-
-_PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
-_META_REF = re.compile(
-    r"^\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|Labels\[(.+)\]|Annotations\[(.+)\])\}$"
+from katib_progress.local._collector import collector_of
+from katib_progress.local._model import ExperimentDoc
+from katib_progress.local._notices import unsupported
+from katib_progress.local._render import (
+    META_REF,
+    PLACEHOLDER,
+    TRIAL_SPEC,
+    RenderedTrial,
+    render_doc,
+    render_trial,
+    sample_value,
+    strings,
+    validate_model,
 )
-_TRIAL_SPEC = "spec.trialTemplate.trialSpec"
-_TRAINER = f"{_TRIAL_SPEC}.spec.trainer"
+from katib_progress.local._textmetrics import Collector
+
 _COUNT_FIELDS = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")
-
-
-@dataclass(frozen=True, slots=True)
-class RenderedTrial:
-    """What one trial runs: its argv and the environment the template adds."""
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +83,14 @@ class LocalExperiment:
             return out
         return settings
 
+    @property
+    def collector(self) -> Collector:
+        """The metrics collector after Katib's defaulting (none given: StdOut)."""
+        return collector_of(self.doc)
+
     def render(self, trial_name: str, assignments: Mapping[str, str]) -> RenderedTrial:
         """Substitute ``${trialParameters.x}`` as Katib does and return the local command."""
-        return _render(self, trial_name, assignments)
+        return render_trial(self, trial_name, assignments)
 
 
 def load_experiment(path: str | Path) -> LocalExperiment:
@@ -108,7 +111,8 @@ def load_experiment(path: str | Path) -> LocalExperiment:
 
 def parse_experiment(raw: Mapping[str, Any], *, source: Path) -> LocalExperiment:
     """Validate an Experiment object (already loaded from YAML/JSON)."""
-    doc = _validate(ExperimentDoc, raw, prefix="")
+    _check_scope(raw)
+    doc = validate_model(ExperimentDoc, raw, prefix="")
     spec = doc.spec
     _check_parameters(doc)
     _check_objective(doc)
@@ -117,40 +121,60 @@ def parse_experiment(raw: Mapping[str, Any], *, source: Path) -> LocalExperiment
             "spec.parallelTrialCount",
             f"{spec.parallel_trial_count} must be <= spec.maxTrialCount {spec.max_trial_count}",
         )
-    if spec.nas_config is not None:
-        raise ConfigError("spec.nasConfig", "neural architecture search is not supported by a local sweep")
     template = spec.trial_template
     if template.config_map is not None:
         raise ConfigError("spec.trialTemplate.configMap", "a local sweep needs the trialSpec inline")
     if template.trial_spec is None:
-        raise ConfigError(_TRIAL_SPEC, "required: a TrainJob template")
+        raise ConfigError(TRIAL_SPEC, "required: a TrainJob template")
     _check_trial_parameters(doc)
+    collector_of(doc)
     partial = LocalExperiment(doc=doc, source=source, unsupported=(), fingerprint="")
-    sample = {p.name: _sample_value(p) for p in spec.parameters}
-    rendered_doc = _render_doc(partial, f"{doc.metadata.name}-sample", sample)
-    notes = tuple(_unsupported(doc, rendered_doc))
+    sample = {p.name: sample_value(p) for p in spec.parameters}
+    rendered_doc = render_doc(partial, f"{doc.metadata.name}-sample", sample)
+    notes = tuple(unsupported(doc, rendered_doc))
     return LocalExperiment(doc=doc, source=source, unsupported=notes, fingerprint=_fingerprint(raw))
 
 
-def _validate(model: type[Any], raw: object, *, prefix: str) -> Any:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = _format_loc(err["loc"], prefix)
-        value = err.get("input")
-        shown = f" (got {value!r})" if not isinstance(value, dict | list) and err["type"] != "missing" else ""
-        raise ConfigError(loc or "experiment", f"{err['msg']}{shown}") from None
+_NAS = (
+    "neural architecture search (NAS) is not supported by a local sweep: it needs Katib's NAS suggestion "
+    "services (ENAS, DARTS) and their trial images on a cluster"
+)
+_TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+_CONTAINER_JOBS = {"Job", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"}
 
 
-def _format_loc(loc: tuple[int | str, ...], prefix: str) -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+def _check_scope(raw: Mapping[str, Any]) -> None:
+    """What a local sweep cannot run, said before any field-level validation (whose errors would
+    point at an unrelated field)."""
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping):
+        return
+    if spec.get("nasConfig") is not None:
+        raise ConfigError("spec.nasConfig", _NAS)
+    template = spec.get("trialTemplate")
+    if not isinstance(template, Mapping):
+        return
+    if template.get("configMap") is not None:
+        raise ConfigError(
+            "spec.trialTemplate.configMap", "a local sweep needs the trialSpec inline (no ConfigMap to read)"
+        )
+    trial_spec = template.get("trialSpec")
+    if not isinstance(trial_spec, Mapping):
+        return
+    kind = (trial_spec.get("apiVersion"), trial_spec.get("kind"))
+    if kind == _TRAINJOB:
+        return
+    got = f"{kind[0]} {kind[1]}"
+    if kind[1] in _CONTAINER_JOBS:
+        hint = (
+            "put the primary container's command, args and env under spec.trainer of a TrainJob "
+            "(examples/local/katib-examples/ has Katib's examples converted this way)"
+        )
+    else:
+        hint = "a local sweep runs each trial as one process; pipelines and other kinds run only on a cluster"
+    raise ConfigError(
+        f"{TRIAL_SPEC}.kind", f"a local sweep runs TrainJob trials ({_TRAINJOB[0]}), got {got}: {hint}"
+    )
 
 
 def _number(field: str, text: str | None, *, integer: bool) -> float:
@@ -221,164 +245,21 @@ def _check_trial_parameters(doc: ExperimentDoc) -> None:
         if tp.name in declared:
             raise ConfigError(f"{where}.name", f"duplicate trial parameter {tp.name!r}")
         declared.add(tp.name)
-        if tp.reference not in names and not _META_REF.match(tp.reference):
+        if tp.reference not in names and not META_REF.match(tp.reference):
             raise ConfigError(
                 f"{where}.reference",
                 f"{tp.reference!r} is neither a parameter name nor a ${{trialSpec.*}} reference",
             )
-    used = {m.group(1) for s in _strings(template.trial_spec) for m in _PLACEHOLDER.finditer(s)}
+    used = {m.group(1) for s in strings(template.trial_spec) for m in PLACEHOLDER.finditer(s)}
     for name in sorted(used - declared):
         raise ConfigError(
-            _TRIAL_SPEC, f"${{trialParameters.{name}}} is not in spec.trialTemplate.trialParameters"
+            TRIAL_SPEC, f"${{trialParameters.{name}}} is not in spec.trialTemplate.trialParameters"
         )
     for i, tp in enumerate(template.trial_parameters):
         if tp.name not in used:
             raise ConfigError(
                 f"spec.trialTemplate.trialParameters[{i}].name", f"{tp.name!r} is not used in the trialSpec"
             )
-
-
-def _strings(node: object) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, Mapping):
-        for key, value in node.items():
-            yield from _strings(key)
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _strings(item)
-
-
-def _substitute(node: object, values: Mapping[str, str]) -> object:
-    if isinstance(node, str):
-        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], node)
-    if isinstance(node, Mapping):
-        return {_substitute(k, values): _substitute(v, values) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_substitute(item, values) for item in node]
-    return node
-
-
-def _sample_value(param: ParameterSpec) -> str:
-    space = param.feasible_space
-    if space.list_:
-        return space.list_[0]
-    return space.min or "0"
-
-
-def _meta_value(ref: str, trial_name: str, namespace: str, trial_meta: Mapping[str, Any]) -> str:
-    match = _META_REF.match(ref)
-    assert match is not None
-    key = match.group(1)
-    if key == "Name":
-        return trial_name
-    if key == "Namespace":
-        return namespace
-    if key == "Kind":
-        return "TrainJob"
-    if key == "APIVersion":
-        return "trainer.kubeflow.org/v1alpha1"
-    if match.group(2) is not None:
-        return str(dict(trial_meta.get("labels") or {}).get(match.group(2), ""))
-    return str(dict(trial_meta.get("annotations") or {}).get(match.group(3), ""))
-
-
-def _render_doc(exp: LocalExperiment, trial_name: str, assignments: Mapping[str, str]) -> TrainJobDoc:
-    template = exp.doc.spec.trial_template
-    trial_spec = template.trial_spec or {}
-    meta = trial_spec.get("metadata") if isinstance(trial_spec.get("metadata"), Mapping) else {}
-    values: dict[str, str] = {}
-    for tp in template.trial_parameters:
-        if tp.reference in assignments:
-            values[tp.name] = str(assignments[tp.reference])
-        elif _META_REF.match(tp.reference):
-            values[tp.name] = _meta_value(tp.reference, trial_name, exp.namespace, meta or {})
-        else:
-            raise ConfigError(f"assignments.{tp.reference}", f"no value for parameter {tp.reference!r}")
-    rendered = _substitute(trial_spec, values)
-    doc: TrainJobDoc = _validate(TrainJobDoc, rendered, prefix=_TRIAL_SPEC)
-    if doc.spec.trainer is None or not doc.spec.trainer.command:
-        raise ConfigError(
-            f"{_TRAINER}.command",
-            "required locally: a runtime's default entrypoint cannot run on this machine",
-        )
-    return doc
-
-
-def _render(exp: LocalExperiment, trial_name: str, assignments: Mapping[str, str]) -> RenderedTrial:
-    doc = _render_doc(exp, trial_name, assignments)
-    trainer = doc.spec.trainer
-    assert trainer is not None
-    base = exp.source.parent
-    argv = tuple(_resolve(tok, base) for tok in (*trainer.command, *trainer.args))
-    env = {e.name: e.value for e in trainer.env if e.value is not None}
-    return RenderedTrial(argv=argv, env=env)
-
-
-def _resolve(token: str, base: Path) -> str:
-    """Relative paths that name a file beside the Experiment become absolute (documented rule)."""
-    if not token or token.startswith("-") or Path(token).is_absolute():
-        return token
-    candidate = base / token
-    return str(candidate) if candidate.is_file() else token
-
-
-def _unsupported(doc: ExperimentDoc, job: TrainJobDoc) -> Iterator[str]:
-    spec = doc.spec
-    yield from _extras(doc, "")
-    yield from _extras(job, _TRIAL_SPEC)
-    if spec.early_stopping is not None and spec.early_stopping.algorithm_name == "medianstop":
-        yield (
-            "spec.earlyStopping.algorithmName=medianstop: runs as the live katib-progress 'median' policy "
-            "(min_trials_required -> min_trials)"
-        )
-    template = spec.trial_template
-    if template.success_condition or template.failure_condition:
-        yield (
-            "spec.trialTemplate.successCondition/failureCondition: not evaluated; a local trial "
-            "completes when its process exits (0 = complete, non-zero = failed)"
-        )
-    collector = (spec.metrics_collector_spec.collector or {}) if spec.metrics_collector_spec else {}
-    kind = collector.get("kind")
-    if kind not in (None, "Push"):
-        yield (
-            f"spec.metricsCollectorSpec.collector.kind={kind}: not used; metrics arrive through the "
-            "local TrainJob status endpoint (Push semantics)"
-        )
-    if job.spec.runtime_ref is not None:
-        name = job.spec.runtime_ref.get("name", "?")
-        yield f"{_TRIAL_SPEC}.spec.runtimeRef ({name}): ignored; the trainer command runs as a local process"
-    trainer = job.spec.trainer
-    if trainer is None:
-        return
-    if trainer.image:
-        yield f"{_TRAINER}.image ({trainer.image}): not pulled; the command runs on this machine"
-    if trainer.num_nodes is not None and trainer.num_nodes > 1:
-        yield f"{_TRAINER}.numNodes={trainer.num_nodes}: runs as ONE local process (no distributed launch)"
-    if trainer.resources_per_node is not None:
-        yield f"{_TRAINER}.resourcesPerNode: not enforced locally"
-    if trainer.num_proc_per_node is not None:
-        yield f"{_TRAINER}.numProcPerNode: not honoured; one process per trial"
-    for i, env in enumerate(trainer.env):
-        if env.value_from is not None:
-            yield f"{_TRAINER}.env[{i}].valueFrom ({env.name}): not resolvable locally; variable not set"
-
-
-def _extras(model: BaseModel, prefix: str) -> Iterator[str]:
-    if isinstance(model, Metadata | TrainJobMetadata):
-        return
-    for key in sorted(model.model_extra or {}):
-        yield f"{prefix + '.' if prefix else ''}{key}: not honoured by a local sweep, ignored"
-    for name, info in type(model).model_fields.items():
-        value = getattr(model, name)
-        where = f"{prefix + '.' if prefix else ''}{info.alias or name}"
-        if isinstance(value, BaseModel):
-            yield from _extras(value, where)
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    yield from _extras(item, f"{where}[{i}]")
 
 
 def _fingerprint(raw: Mapping[str, Any]) -> str:

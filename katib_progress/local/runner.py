@@ -14,25 +14,26 @@ from __future__ import annotations
 
 import logging
 import secrets
-import signal
 import string
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.local import _state
+from katib_progress.local._attempt import collect_output, new_attempt, own_metrics_file
 from katib_progress.local._katib import ObservationReader, SuggestionClient
+from katib_progress.local._logfile import sweep_logging
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
-from katib_progress.local._process import LaunchSpec, TrialProcess, new_token, stop_orphan
-from katib_progress.local._services import Pruner, start_services
+from katib_progress.local._process import LaunchSpec, TrialProcess, Watchdog, new_token, stop_orphan
+from katib_progress.local._replay import stored_points
+from katib_progress.local._services import Pruner, Store, store_service, suggestion_service
+from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
 from katib_progress.local.endpoint import StatusEndpoint
 from katib_progress.local.experiment import LocalExperiment
@@ -51,6 +52,8 @@ class SweepOptions:
     live: bool | None = None  # None: a live view when stdout is a terminal
     fresh: bool = False
     suggestion_address: str | None = None
+    log_file: bool = False  # service logs to <workdir>/sweep.log
+    quiet_console: bool = False  # with log_file: the terminal shows only errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,36 +71,27 @@ def default_workdir(exp: LocalExperiment) -> Path:
 def run_sweep(
     exp: LocalExperiment, options: SweepOptions | None = None, *, view: SweepView | None = None
 ) -> SweepResult:
+    """Validate ``exp`` against the services first; only a valid experiment touches the work directory."""
     opts = options or SweepOptions()
     workdir = (opts.workdir or default_workdir(exp)).resolve()
-    previous = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
-    sweep = _Sweep(exp, opts, workdir, previous, view or SweepView(live=opts.live))
-    return sweep.run()
-
-
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGINT (Ctrl-C) and SIGTERM both stop the sweep cleanly (trials stopped, state kept)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    fired = False
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        nonlocal fired
-        if fired:  # already stopping: trials get SIGKILL after the grace period anyway
-            _log.warning("already stopping (signal %d ignored)", signum)
-            return
-        fired = True
-        raise KeyboardInterrupt
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+    with signals_as_interrupt(), ExitStack() as stack:
+        logs = stack.enter_context(sweep_logging(quiet_console=opts.quiet_console)) if opts.log_file else None
+        address = stack.enter_context(suggestion_service(opts.suggestion_address))
+        suggestions = SuggestionClient(address)
+        stack.callback(suggestions.close)
+        suggestions.validate(exp)
+        pruner = Pruner.create(exp, address) if exp.doc.spec.early_stopping else None
+        if pruner is not None:
+            stack.callback(pruner.close)
+        previous, moved = _state.prepare_workdir(exp, workdir, fresh=opts.fresh)
+        if logs is not None:
+            logs.attach(workdir / "sweep.log")
+        if moved is not None:
+            _log.warning("--fresh: earlier results of %s moved to %s", workdir, moved)
+        store = stack.enter_context(store_service(workdir))
+        sweep = _Sweep(exp, opts, workdir, previous, view or SweepView(live=opts.live))
+        sweep.moved = moved
+        return sweep.run(store, suggestions, pruner)
 
 
 class _Sweep:
@@ -114,6 +108,7 @@ class _Sweep:
         self.workdir = workdir
         self.view = view
         self.book = _state.Book.resume(exp, workdir, previous)
+        self.moved: Path | None = None
         self._procs: dict[str, TrialProcess] = {}
         self._jobs: dict[str, JobRef] = {}
         self._prunes: dict[str, PruneRequest] = {}
@@ -122,37 +117,25 @@ class _Sweep:
         self._t0 = time.monotonic()
         self._flush: Callable[[], bool] = lambda: True
         self._pruner: Pruner | None = None
+        self._watchdog: Watchdog | None = None
 
-    def run(self) -> SweepResult:
-        with _signals_as_interrupt():
-            return self._run()
-
-    def _run(self) -> SweepResult:
-        services = start_services(self.workdir, self.opts.suggestion_address)
-        self._flush = lambda: services.sink.flush(10.0)
-        closers: list[Callable[[], object]] = [services.stop]
-        try:
-            pruner = (
-                Pruner.create(self.exp, services.suggestion_address)
-                if self.exp.doc.spec.early_stopping
-                else None
-            )
-            if pruner is not None:
-                closers.append(pruner.close)
-            self._pruner = pruner
-            reader = ObservationReader(services.store_address)
-            suggestions = SuggestionClient(services.suggestion_address)
-            closers += [reader.close, suggestions.close]
-            suggestions.validate(self.exp)
-        except BaseException:
-            for close in reversed(closers):
-                close()
-            raise
-        pipeline = LocalPipeline(services.sink, pruner.decide if pruner else None).start()
-        endpoint = StatusEndpoint(pipeline.submit).start()
-        closers += [pipeline.stop, endpoint.stop]
-        try:
+    def run(self, store: Store, suggestions: SuggestionClient, pruner: Pruner | None) -> SweepResult:
+        self._flush = lambda: store.sink.flush(10.0)
+        self._pruner = pruner
+        with ExitStack() as stack:
+            self._watchdog = Watchdog(self.opts.grace_s)
+            stack.callback(self._watchdog.close)
+            reader = ObservationReader(store.address)
+            stack.callback(reader.close)
+            pipeline = LocalPipeline(store.sink, pruner.decide if pruner else None).start()
+            stack.callback(pipeline.stop)
+            endpoint = StatusEndpoint(pipeline.submit).start()
+            stack.callback(endpoint.stop)
+            stack.callback(self.view.stop)
+            stack.callback(lambda: self.view.update(self._summary(), {}))
             self.view.start(self.exp, self.workdir)
+            if self.moved is not None:
+                self.view.event(f"--fresh: earlier results moved to {self.moved}")
             try:
                 self._loop(pipeline, endpoint, reader, suggestions)
             except KeyboardInterrupt:
@@ -164,11 +147,6 @@ class _Sweep:
                 _log.error("sweep stopped: %s", exc)
                 self._stop_all(pipeline, endpoint, reader, status="Interrupted", reason="SweepError")
                 self.book.finish("Failed", "SweepError", str(exc))
-        finally:
-            for close in reversed(closers):
-                close()
-            self.view.update(self._summary(), {})
-            self.view.stop()
         summary = self._save()
         self.view.finish(summary, self.workdir)
         code = 0 if summary.status == "Succeeded" else (130 if summary.status == "Interrupted" else 1)
@@ -183,7 +161,15 @@ class _Sweep:
         reader: ObservationReader,
         sugg: SuggestionClient,
     ) -> None:
-        for name in self.book.to_rerun():
+        self._restore_pruner(reader)
+        rerun = self.book.to_rerun()
+        if rerun:
+            kept = sum(1 for t in self.book.trials.values() if t.terminal)
+            self.view.event(
+                f"resume: {kept} finished trial(s) kept; {len(rerun)} interrupted trial(s) run again "
+                f"from scratch before new suggestions: {', '.join(rerun)}"
+            )
+        for name in rerun:
             pid = self.book.trials[name].pid
             if pid is not None:
                 stop_orphan(pid, self.workdir / "trials" / name, self.opts.grace_s)
@@ -205,6 +191,17 @@ class _Sweep:
             self._launch(pipeline, endpoint, sugg)
             self.view.update(self._summary(), {n: pipeline.live(n) for n in self._procs})
             time.sleep(self.opts.poll_s)
+
+    def _restore_pruner(self, reader: ObservationReader) -> None:
+        """On resume: replay every finished trial's stored points and end to the pruning service."""
+        if self._pruner is None:
+            return
+        finished = [t for t in self.book.trials.values() if t.terminal]
+        for trial in finished:
+            points = stored_points(self.exp.name, trial.name, reader.rows(trial.name))
+            self._pruner.replay(trial.name, points, trial.status)
+        if finished:
+            self.view.event(f"resume: pruning history of {len(finished)} finished trial(s) restored")
 
     def _take_prunes(self, pipeline: LocalPipeline) -> None:
         while not pipeline.prunes.empty():
@@ -244,69 +241,48 @@ class _Sweep:
 
     def _start(self, trial: TrialSummary, pipeline: LocalPipeline, endpoint: StatusEndpoint) -> None:
         now = datetime.now(UTC)
-        base = trial.model_copy(
-            update={
-                "status": "Running",
-                "reason": "",
-                "message": "",
-                "started_at": now,
-                "ended_at": None,
-                "attempts": trial.attempts + 1,
-                "progress": None,
-                "eta_s": None,
-                "exit_code": None,
-                "objective": None,
-                "observation": {},
-                "latest_metrics": {},
-                "eta_at_prune_s": None,
-                "policy": "",
-            }
-        )
+        base = new_attempt(trial, now)
         try:
             rendered = self.exp.render(trial.name, trial.params)
         except ConfigError as exc:
-            self.book.put(
-                base.model_copy(
-                    update={
-                        "status": "Failed",
-                        "reason": "InvalidTemplate",
-                        "message": str(exc),
-                        "ended_at": now,
-                    }
-                )
-            )
-            self.view.event(f"trial {trial.name} failed: {exc}")
+            self._fail_start(base, "InvalidTemplate", str(exc), f"trial {trial.name} failed: {exc}")
             return
         ns = self.exp.namespace
         token = new_token()
         job = JobRef(ns, trial.name, uuid.uuid4().hex, self.exp.name, trial.name, now)
         endpoint.register(ns, trial.name, token)
         pipeline.track(job)
+        trial_dir = self.workdir / "trials" / trial.name
+        argv, env = rendered.argv, rendered.env
+        collector = self.exp.collector
+        if collector.kind == "File" and collector.path is not None:
+            argv, env = own_metrics_file(collector.path, trial_dir, argv, env)
         spec = LaunchSpec(
-            argv=rendered.argv,
-            workdir=self.workdir / "trials" / trial.name,
+            argv=argv,
+            workdir=trial_dir,
             status_url=endpoint.url_for(ns, trial.name),
             token=token,
-            env=rendered.env,
+            env=env,
+            merge_stderr=collector.kind == "StdOut",
         )
         try:
-            proc = TrialProcess(spec)
+            proc = TrialProcess(spec, self._watchdog)
         except OSError as exc:
             endpoint.unregister(ns, trial.name)
             pipeline.untrack(job)
             message = f"cannot start {rendered.argv[0]!r}: {exc.strerror or exc}"
-            self.book.put(
-                base.model_copy(
-                    update={"status": "Failed", "reason": "StartFailed", "message": message, "ended_at": now}
-                )
-            )
-            self.view.event(f"trial {trial.name} failed to start: {message}")
+            self._fail_start(base, "StartFailed", message, f"trial {trial.name} failed to start: {message}")
             return
         self._procs[trial.name] = proc
         self._jobs[trial.name] = job
         self.book.put(base.model_copy(update={"pid": proc.pid}))
         self._save()
         self.view.event(f"start {trial.name} {format_params(trial.params)}")
+
+    def _fail_start(self, base: TrialSummary, reason: str, message: str, event: str) -> None:
+        update = {"status": "Failed", "reason": reason, "message": message, "ended_at": base.started_at}
+        self.book.put(base.model_copy(update=update))
+        self.view.event(event)
 
     def _finalize(
         self,
@@ -326,7 +302,8 @@ class _Sweep:
         pipeline.untrack(job)
         if not self._flush():
             _log.warning("observation rows of %s may be incomplete (flush timed out)", name)
-        observation = reader.observation(name, self.exp.strategies())
+        collect_note = collect_output(self.exp, self.workdir / "trials" / name, reader)
+        observation = reader.observation(name, self.exp.strategies(), pipeline.non_finite(name))
         live = pipeline.live(name)
         trial = self.book.trials[name]
         update = _state.outcome(
@@ -347,12 +324,14 @@ class _Sweep:
         )
         if live is not None:
             update.update(progress=live.progress, eta_s=live.eta_s, latest_metrics=dict(live.metrics))
+        if collect_note and update.get("status") in ("MetricsUnavailable", "Succeeded"):
+            update["message"] = (str(update.get("message") or "") + f" ({collect_note})").strip()
         done = trial.model_copy(update=update)
         self.book.put(done)
         if self._pruner is not None:
             self._pruner.finish(name, done.status)
         self._save()
-        self.view.event(_state.describe(done))
+        self.view.event(_state.describe(done, self.exp.doc.spec.objective.objective_metric_name))
 
     def _stop_all(
         self,
@@ -377,7 +356,9 @@ class _Sweep:
             time.sleep(0.05)
 
     def _summary(self) -> SweepSummary:
-        return self.book.summary(wall_s=time.monotonic() - self._t0)
+        now = time.monotonic()
+        running = sum(now - proc.started for proc in self._procs.values())
+        return self.book.summary(wall_s=now - self._t0, running_s=running)
 
     def _save(self) -> SweepSummary:
         summary = self._summary()

@@ -65,6 +65,18 @@ class BestTrial(_Frozen):
     observation: dict[str, float]
 
 
+class SearchParameter(_Frozen):
+    """One ``spec.parameters`` entry, so a report can draw it on the right scale."""
+
+    name: str
+    type: str
+    min: str | None = None
+    max: str | None = None
+    step: str | None = None
+    choices: list[str] | None = None
+    distribution: str | None = None
+
+
 class ObjectiveSummary(_Frozen):
     type: Literal["minimize", "maximize"]
     metric: str
@@ -94,10 +106,12 @@ class SweepSummary(_Frozen):
     wall_s: float = 0.0
     compute_used_s: float = 0.0
     compute_saved_s: float = 0.0
+    accelerator: str = "GPU"  # "GPU" on a machine with GPUs, else "compute": what the hours are counted in
     suggestion_requests: int = 0
     counts: dict[str, int] = Field(default_factory=dict)
     best: BestTrial | None = None
     unsupported: list[str] = Field(default_factory=list)
+    parameters: list[SearchParameter] = Field(default_factory=list)
     trials: list[TrialSummary] = Field(default_factory=list)
 
 

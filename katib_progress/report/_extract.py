@@ -76,5 +76,6 @@ def progress_now(trial: TrialRecord) -> float | None:
 
 
 def gpu_hours(trial: TrialRecord, now: datetime) -> float:
-    seconds = duration_s(trial, now)
+    """Accelerators x run time of every attempt (the source's ``compute_s``, else the duration)."""
+    seconds = trial.compute_s if trial.compute_s is not None else duration_s(trial, now)
     return 0.0 if seconds is None else trial.accelerators * seconds / 3600.0

@@ -19,6 +19,8 @@ _COLORS = {
     TrialStatus.PENDING: "#9d9d9d",
     TrialStatus.FAILED: "#e45756",
     TrialStatus.METRICS_UNAVAILABLE: "#b279a2",
+    TrialStatus.KILLED: "#8c564b",
+    TrialStatus.INTERRUPTED: "#bcbd22",
 }
 _BEST = "#d62728"
 
@@ -103,24 +105,28 @@ def curves(report: Report, metric: str) -> go.Figure:
             )
         )
     if best is not None:
-        trial = next(t for t in report.experiment.trials if t.name == best)
-        bx, by = _line(trial, metric)
-        if bx:
-            fig.add_trace(
-                go.Scatter(
-                    x=bx,
-                    y=by,
-                    mode="lines+markers",
-                    name=f"best: {best}",
-                    line={"color": _BEST, "width": 3},
-                    hovertemplate=best + "<br>progress %{x}%<br>" + metric + " %{y}<extra></extra>",
-                )
-            )
+        _best_trace(fig, report, best, metric)
     _layout(fig, f"{metric} vs progress", "progress %", metric)
     values = [y for trace in fig.data for y in (trace.y or ())]
     if wants_log_axis(values):
         fig.update_yaxes(type="log", title=f"{metric} (log scale)")
     return fig
+
+
+def _best_trace(fig: go.Figure, report: Report, best: str, metric: str) -> None:
+    trial = next(t for t in report.experiment.trials if t.name == best)
+    bx, by = _line(trial, metric)
+    if bx:
+        fig.add_trace(
+            go.Scatter(
+                x=bx,
+                y=by,
+                mode="lines+markers",
+                name=f"best: {best}",
+                line={"color": _BEST, "width": 3},
+                hovertemplate=best + "<br>progress %{x}%<br>" + metric + " %{y}<extra></extra>",
+            )
+        )
 
 
 def _objectives(report: Report) -> list[float | None]:
@@ -140,6 +146,9 @@ def parallel(report: Report, axes: Sequence[ParamAxis]) -> go.Figure:
             "label": axis.name,
             "values": [math.nan if v is None else v for v in values],
         }
+        if axis.log_scale:  # parcoords has no log axis: log10 coordinates, ticks labelled in values
+            dim.update(_log_dimension(axis.name, [v for v in values if v is not None]))
+            dim["values"] = [math.nan if v is None else math.log10(v) for v in values]
         if not axis.numeric:
             dim["tickvals"] = list(range(len(axis.choices)))
             dim["ticktext"] = list(axis.choices)
@@ -152,6 +161,23 @@ def parallel(report: Report, axes: Sequence[ParamAxis]) -> go.Figure:
     fig = go.Figure(go.Parcoords(dimensions=dims, line=line))
     fig.update_layout(title="Parameters and objective", template="plotly_white", height=460)
     return fig
+
+
+def _log_dimension(name: str, values: Sequence[float]) -> dict[str, object]:
+    """Label and ticks of a log10 parallel-coordinates axis: one tick per decade (1, 2, 5 when narrow)."""
+    out: dict[str, object] = {"label": f"{name} (log)"}
+    if not values:
+        return out
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = (1.0,) if high - low >= 3 else (1.0, 2.0, 5.0)
+    ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
+    ticks = [t for t in ticks if min(values) / 1.0001 <= t <= max(values) * 1.0001] or [
+        min(values),
+        max(values),
+    ]
+    out["tickvals"] = [math.log10(t) for t in ticks]
+    out["ticktext"] = [f"{t:g}" for t in ticks]
+    return out
 
 
 def importance(report: Report) -> go.Figure:
@@ -194,6 +220,10 @@ def slices(report: Report, axes: Sequence[ParamAxis]) -> go.Figure:
                 row=row + 1,
                 col=col + 1,
             )
+    for n, axis in enumerate(axes):
+        if axis.log_scale:
+            row, col = divmod(n, cols)
+            fig.update_xaxes(type="log", title_text=f"{axis.name} (log scale)", row=row + 1, col=col + 1)
     fig.update_layout(
         title=f"Slices: {report.experiment.objective.metric} per parameter",
         template="plotly_white",
@@ -206,17 +236,18 @@ def cost(report: Report) -> go.Figure:
     rows = report.leaderboard
     names = [r.trial for r in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=names, y=[r.gpu_hours for r in rows], name="GPU-hours used"))
+    unit = f"{report.experiment.accelerator}-hours"
+    fig.add_trace(go.Bar(x=names, y=[r.gpu_hours for r in rows], name=f"{unit} used"))
     fig.add_trace(
         go.Bar(
             x=names,
             y=[report.cost.saved_by_trial.get(r.trial, 0.0) for r in rows],
-            name="GPU-hours saved by pruning",
+            name=f"{unit} saved by pruning",
             marker={"color": _COLORS[TrialStatus.PRUNED]},
         )
     )
     fig.update_layout(barmode="stack")
-    return _layout(fig, "GPU-hours per trial (leaderboard order)", "trial", "GPU-hours")
+    return _layout(fig, f"{unit} per trial (leaderboard order)", "trial", unit)
 
 
 def eta_errors(report: Report) -> go.Figure:

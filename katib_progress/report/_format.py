@@ -51,3 +51,16 @@ def objective_header(report: Report) -> str:
 
 def money(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}"
+
+
+def experiment_state(report: Report) -> str:
+    """``Succeeded (MaxTrialsReached): message``; "-" when the source does not say."""
+    exp = report.experiment
+    if not exp.status:
+        return "-"
+    text = exp.status + (f" ({exp.reason})" if exp.reason else "")
+    return text + (f": {exp.message}" if exp.message else "")
+
+
+def hours_unit(report: Report) -> str:
+    return f"{report.experiment.accelerator}-hours"

@@ -47,9 +47,11 @@ def _summary(report: Report) -> str:
     exp = report.experiment
     cost = report.cost
     best = report.best
+    unit = f.hours_unit(report)
     rows = [
         ("experiment", exp.name + (f" (namespace {exp.namespace})" if exp.namespace else "")),
         ("source", exp.source or "-"),
+        ("status", f.experiment_state(report)),
         ("generated", report.generated_at.isoformat()),
         (
             "objective",
@@ -58,11 +60,12 @@ def _summary(report: Report) -> str:
         ),
         ("trials", ", ".join(f"{n} {k}" for k, n in report.counts().items() if n) or "none"),
         ("best", f"{best.trial} = {f.num(best.objective)}" if best else "-"),
-        ("GPU-hours used", f"{cost.total_gpu_hours:.3f}"),
-        ("GPU-hours saved by pruning", f"{cost.saved_gpu_hours:.3f}"),
+        (f"{unit} used", f"{cost.total_gpu_hours:.3f}"),
+        (f"{unit} saved by pruning", f"{cost.saved_gpu_hours:.3f}"),
     ]
     if cost.gpu_hour_price is not None:
-        rows.append(("cost", f"{f.money(cost.total_cost)} at {cost.gpu_hour_price:g}/GPU-hour"))
+        per = unit.removesuffix("s")
+        rows.append(("cost", f"{f.money(cost.total_cost)} at {cost.gpu_hour_price:g}/{per}"))
         rows.append(("saved", f.money(cost.saved_cost)))
     if cost.accelerators_assumed:
         rows.append(
@@ -91,8 +94,8 @@ def _leaderboard(report: Report) -> str:
         "status",
         "duration",
         "accelerators",
-        "GPU-hours",
-        "saved GPU-hours",
+        f.hours_unit(report),
+        f"saved {f.hours_unit(report)}",
     ]
     rows = [
         [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from katib_progress.report._extract import objective_value
@@ -25,7 +25,8 @@ def _as_float(text: str) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class ParamAxis:
-    """How one parameter is plotted: numeric (``choices`` empty) or categorical (index into choices)."""
+    """How one parameter is plotted: numeric (``choices`` empty) or categorical (index into choices);
+    ``log_scale`` for a numeric parameter searched on a log scale (logUniform/logNormal, all values > 0)."""
 
     name: str
     choices: tuple[str, ...] = ()
@@ -55,7 +56,8 @@ def param_axes(record: ExperimentRecord) -> tuple[ParamAxis, ...]:
         spec = specs.get(name)
         numeric_kind = spec is None or spec.kind in ("double", "int")
         if numeric_kind and all(_as_float(v) is not None for v in seen):
-            axes.append(ParamAxis(name))
+            positive = all((_as_float(v) or 0.0) > 0 for v in seen)
+            axes.append(ParamAxis(name, log_scale=spec is not None and spec.log and positive))
         else:
             choices = tuple(spec.choices) if spec is not None and spec.choices else ()
             extra = sorted({v for v in seen if v not in choices})
@@ -105,7 +107,7 @@ def param_importance(
         if axis.numeric:
             vals = [axis.coordinate(t.params.get(axis.name)) for t in record.trials]
             nums = [v for v in vals if v is not None]
-            dists[axis.name] = FloatDistribution(min(nums), max(nums))
+            dists[axis.name] = FloatDistribution(min(nums), max(nums), log=axis.log_scale)
         else:
             dists[axis.name] = CategoricalDistribution(list(axis.choices))
     frozen = []
@@ -136,7 +138,3 @@ def param_importance(
 def _varies(record: ExperimentRecord, axis: ParamAxis) -> bool:
     seen = {t.params.get(axis.name) for t in record.trials if axis.name in t.params}
     return len(seen) > 1
-
-
-def numeric_matrix(record: ExperimentRecord, axes: Sequence[ParamAxis]) -> dict[str, list[float | None]]:
-    return {a.name: [a.coordinate(t.params.get(a.name)) for t in record.trials] for a in axes}

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from katib_progress.report import _format as f
-from katib_progress.report.analysis import Report
+from katib_progress.report.analysis import LeaderboardRow, Report
 
 
 def _finite(value: float | None) -> float | None:
@@ -24,6 +24,10 @@ def to_dict(report: Report) -> dict[str, Any]:
         "experiment": exp.name,
         "namespace": exp.namespace,
         "source": exp.source,
+        "status": exp.status or None,
+        "reason": exp.reason or None,
+        "message": exp.message or None,
+        "accelerator": exp.accelerator,
         "generated_at": report.generated_at.isoformat(),
         "objective": {
             "metric": exp.objective.metric,
@@ -33,24 +37,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         },
         "counts": report.counts(),
         "best": report.best.trial if report.best else None,
-        "leaderboard": [
-            {
-                "rank": r.rank,
-                "trial": r.trial,
-                "params": dict(r.params),
-                "objective": _finite(r.objective),
-                "status": r.status.value,
-                "reason": r.reason,
-                "progress": r.progress,
-                "progress_at_prune": r.progress_at_prune,
-                "eta_at_prune_s": r.eta_at_prune_s,
-                "duration_s": r.duration_s,
-                "accelerators": r.accelerators,
-                "gpu_hours": r.gpu_hours,
-                "best": r.best,
-            }
-            for r in report.leaderboard
-        ],
+        "leaderboard": [_row_dict(r) for r in report.leaderboard],
         "cost": {
             "total_gpu_hours": cost.total_gpu_hours,
             "saved_gpu_hours": cost.saved_gpu_hours,
@@ -78,6 +65,24 @@ def to_dict(report: Report) -> dict[str, Any]:
         "importance": dict(report.importance),
         "importance_note": report.importance_note,
         "notes": list(exp.notes),
+    }
+
+
+def _row_dict(r: LeaderboardRow) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "trial": r.trial,
+        "params": dict(r.params),
+        "objective": _finite(r.objective),
+        "status": r.status.value,
+        "reason": r.reason,
+        "progress": r.progress,
+        "progress_at_prune": r.progress_at_prune,
+        "eta_at_prune_s": r.eta_at_prune_s,
+        "duration_s": r.duration_s,
+        "accelerators": r.accelerators,
+        "gpu_hours": r.gpu_hours,
+        "best": r.best,
     }
 
 
@@ -138,9 +143,11 @@ def to_markdown(report: Report) -> str:
         f"# Experiment `{exp.name}`" + (f" (namespace `{exp.namespace}`)" if exp.namespace else ""),
         "",
         f"- source: {exp.source or '-'}; generated {report.generated_at.isoformat()}",
+        f"- status: {f.experiment_state(report)}",
         f"- objective: {f.objective_header(report)}; trials: {counts or 'none'}",
         f"- best: {report.best.trial + ' = ' + f.num(report.best.objective) if report.best else '-'}",
-        f"- GPU-hours: {cost.total_gpu_hours:.3f} used, {cost.saved_gpu_hours:.3f} saved by pruning"
+        f"- {f.hours_unit(report)}: {cost.total_gpu_hours:.3f} used, "
+        f"{cost.saved_gpu_hours:.3f} saved by pruning"
         + (
             f"; cost {f.money(cost.total_cost)}, saved {f.money(cost.saved_cost)}"
             if cost.gpu_hour_price is not None
@@ -149,7 +156,8 @@ def to_markdown(report: Report) -> str:
         "",
         "## Leaderboard",
         "",
-        f"| rank | trial | parameters | {f.objective_header(report)} | status | duration | GPU-h |",
+        f"| rank | trial | parameters | {f.objective_header(report)} | status | duration | "
+        f"{f.hours_unit(report)} |",
         "|---:|---|---|---:|---|---:|---:|",
     ]
     for r in report.leaderboard:

@@ -3,7 +3,8 @@
 Rules (documented in docs/report.md):
 - Rank: succeeded trials first, then pruned, running, pending, failed/metrics unavailable; within a
   group by objective (per direction), trials without an objective last, then by name.
-- Best trial: the top-ranked succeeded trial with an objective (else the top-ranked with one).
+- Best trial: the top-ranked succeeded trial with a finite objective (none otherwise), as the local
+  sweep's summary: a pruned or stopped trial's partial value is not a result.
 - GPU-hours of a trial = accelerators x run time; GPU-hours saved by pruning = sum over pruned trials
   of (last ETA reported before the prune) x accelerators.
 - ETA accuracy (finished trials only): each reported ETA against the real remaining time
@@ -27,7 +28,9 @@ _GROUP = {
     TrialStatus.SUCCEEDED: 0,
     TrialStatus.PRUNED: 1,
     TrialStatus.RUNNING: 2,
+    TrialStatus.INTERRUPTED: 2,
     TrialStatus.PENDING: 3,
+    TrialStatus.KILLED: 4,
     TrialStatus.FAILED: 4,
     TrialStatus.METRICS_UNAVAILABLE: 4,
 }
@@ -130,8 +133,12 @@ class Report:
         return out
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
 def _sort_key(objective: Objective, value: float | None, trial: TrialRecord) -> tuple[int, int, float, str]:
-    if value is None:
+    if value is None or math.isnan(value):
         return (_GROUP[trial.status], 1, 0.0, trial.name)
     signed = value if objective.direction == "minimize" else -value
     return (_GROUP[trial.status], 0, signed, trial.name)
@@ -142,8 +149,8 @@ def leaderboard(record: ExperimentRecord, now: datetime) -> tuple[LeaderboardRow
     values = {t.name: ex.objective_value(t, objective) for t in record.trials}
     ordered = sorted(record.trials, key=lambda t: _sort_key(objective, values[t.name], t))
     best_name = next(
-        (t.name for t in ordered if t.status is TrialStatus.SUCCEEDED and values[t.name] is not None),
-        next((t.name for t in ordered if values[t.name] is not None), None),
+        (t.name for t in ordered if t.status is TrialStatus.SUCCEEDED and _finite(values[t.name])),
+        None,
     )
     rows = []
     for rank, trial in enumerate(ordered, start=1):
@@ -258,6 +265,12 @@ def incidents(record: ExperimentRecord, now: datetime, *, stall_after_s: float) 
 
 
 def _divergence(trial: TrialRecord, metric: str, objective: Objective) -> tuple[str, dict[str, str]] | None:
+    final = trial.latest.get(metric)
+    if final is not None and not math.isfinite(final) and trial.status.terminal:
+        return (
+            f"the final {metric} is {final} (last reported value)",
+            {"final value": str(final), "objective by strategy": str(ex.objective_value(trial, objective))},
+        )
     series = ex.metric_series(trial, metric)
     bad = [(p, v) for p, v in series if not math.isfinite(v)]
     if bad:
@@ -294,13 +307,14 @@ def build_report(
     importance: str = "auto",
 ) -> Report:
     """Compute every figure of the report from ``record`` (pure; the record is not modified)."""
-    when = now or record.observed_at or datetime.now(UTC)
+    generated = datetime.now(UTC)
+    when = now or record.observed_at or generated
     rows = leaderboard(record, when)
     chosen = [record.objective.metric, *record.objective.additional_metrics, *metrics]
     _, weights, note = param_importance(record, importance)
     return Report(
         experiment=record,
-        generated_at=when,
+        generated_at=now or generated,
         leaderboard=rows,
         cost=cost(record, rows, gpu_hour_price),
         eta=eta_accuracy(record),

@@ -91,6 +91,16 @@ def _loader(args: argparse.Namespace, *, db_manager: str | None = None) -> Any:
     )
 
 
+def _quiet_services(args: argparse.Namespace, *, to_stdout: bool) -> None:
+    """Unless ``--log-level`` was given: no INFO lines from the services a report starts (the embedded
+    store), and none at all when the report itself goes to stdout (pipes, CI logs)."""
+    if getattr(args, "log_level", "INFO").upper() != "INFO":
+        return
+    logging.getLogger("collector").setLevel(logging.WARNING)
+    if to_stdout:
+        logging.getLogger().setLevel(logging.WARNING)
+
+
 def _fail(exc: Exception) -> int:
     _log.error("%s", exc)
     return 1
@@ -108,6 +118,8 @@ def _run_report(args: argparse.Namespace) -> int:
             if suffix in ("html", "htm", "md", "markdown", "csv", "json")
             else "html"
         )
+    output = args.output or ("report.html" if fmt == "html" else None)
+    _quiet_services(args, to_stdout=output is None)
     try:
         record = _loader(args, db_manager=args.db_manager)()
         report = build_report(
@@ -120,7 +132,6 @@ def _run_report(args: argparse.Namespace) -> int:
         text = render(report, fmt)
     except (KatibProgressError, ValueError) as exc:
         return _fail(exc)
-    output = args.output or ("report.html" if fmt == "html" else None)
     if output is None:
         sys.stdout.write(text)
     else:

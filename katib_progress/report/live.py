@@ -35,6 +35,8 @@ _STYLE = {
     TrialStatus.PENDING: "dim",
     TrialStatus.FAILED: "red",
     TrialStatus.METRICS_UNAVAILABLE: "magenta",
+    TrialStatus.KILLED: "magenta",
+    TrialStatus.INTERRUPTED: "magenta",
 }
 
 
@@ -131,7 +133,7 @@ def live_table(record: ExperimentRecord, now: datetime | None = None) -> Group:
     best = "-" if t["best"] is None else f"{t['best']['trial']} = {fmt.num(t['best']['objective'], 6)}"
     footer = Text(
         f"{counts} | best {best} | accelerators in use {t['running_accelerators']:g} | "
-        f"GPU-hours so far {t['gpu_hours']:.2f} | updated {when.strftime('%H:%M:%S')}Z"
+        f"{record.accelerator}-hours so far {t['gpu_hours']:.2f} | updated {when.strftime('%H:%M:%S')}Z"
     )
     return Group(table, footer)
 

@@ -18,6 +18,7 @@ from typing import Literal
 from katib_progress.core.strategy import STRATEGIES, Strategy
 
 Direction = Literal["minimize", "maximize"]
+LOG_DISTRIBUTIONS = ("logUniform", "logNormal")  # Katib distributions drawn on log axes
 
 
 def _frozen(mapping: Mapping[str, object] | None) -> MappingProxyType:
@@ -31,6 +32,8 @@ class TrialStatus(enum.StrEnum):
     PRUNED = "pruned"
     FAILED = "failed"
     METRICS_UNAVAILABLE = "metrics unavailable"
+    KILLED = "killed"  # stopped by the experiment (goal reached, too many failures)
+    INTERRUPTED = "interrupted"  # a local sweep was interrupted; its next run starts the trial again
     RUNNING = "running"
     PENDING = "pending"
 
@@ -77,13 +80,15 @@ class Objective:
 
 @dataclass(frozen=True, slots=True)
 class ParameterSpec:
-    """A search-space parameter: ``kind`` is Katib's parameterType (double, int, discrete, categorical)."""
+    """A search-space parameter: ``kind`` is Katib's parameterType (double, int, discrete, categorical);
+    ``log`` when its distribution is logUniform or logNormal (drawn on log axes)."""
 
     name: str
     kind: str = "double"
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = ()
+    log: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +119,9 @@ class TrialRecord:
     accelerators the trial held (GPUs x nodes); ``accelerators_known`` is False when the source
     could not tell and the value is an assumption. ``progress`` and ``eta_at_prune_s`` are the
     source's own latest progress % and (for a pruned trial) the ETA it reported when pruned; when
-    None the report takes them from ``curve``.
+    None the report takes them from ``curve``. ``compute_s`` is the run time of every attempt when the
+    source knows it (a local sweep re-runs interrupted trials); ``latest`` the last value of each
+    metric the trial reported, non-finite ones included (they never become observation rows).
     """
 
     name: str
@@ -131,6 +138,8 @@ class TrialRecord:
     log_tail: str = ""
     progress: float | None = None
     eta_at_prune_s: float | None = None
+    compute_s: float | None = None
+    latest: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -138,7 +147,10 @@ class TrialRecord:
         if not (self.accelerators >= 0 and math.isfinite(self.accelerators)):
             raise ValueError(f"trial.accelerators must be a finite number >= 0, got {self.accelerators}")
         object.__setattr__(self, "params", _frozen({k: str(v) for k, v in self.params.items()}))
+        if self.compute_s is not None and not (self.compute_s >= 0 and math.isfinite(self.compute_s)):
+            raise ValueError(f"trial.compute_s must be a finite number >= 0, got {self.compute_s}")
         object.__setattr__(self, "observation", _frozen(self.observation))
+        object.__setattr__(self, "latest", _frozen(self.latest))
         object.__setattr__(self, "curve", tuple(self.curve))
         object.__setattr__(self, "status", TrialStatus(self.status))
 
@@ -156,6 +168,10 @@ class ExperimentRecord:
     observed_at: datetime | None = None
     notes: tuple[str, ...] = ()
     finished: bool = False
+    status: str = ""  # the experiment's state (Katib condition / local sweep status), "" if unknown
+    reason: str = ""
+    message: str = ""
+    accelerator: str = "GPU"  # what a trial-hour is counted in: "GPU", or "compute" without accelerators
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.trials]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,19 @@ def test_yaml_without_experiment(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"kind": "TrainJob"}))
     with pytest.raises(ConfigError, match="exactly one Experiment"):
         load_experiment(path)
+
+
+def test_observation_follows_katib_get_metrics() -> None:
+    """pkg/controller.v1beta1/trial/trial_controller_util.go getMetrics + status_util.go fallback."""
+    from katib_progress.local._katib import katib_observation
+
+    t = [f"2026-01-01T00:00:0{i}Z" for i in range(5)]
+    rows = [(t[0], "2.0"), (t[1], "1.0"), (t[2], "nan")]
+    assert katib_observation(rows, "min") == 1.0  # a later NaN never replaces min/max
+    assert math.isnan(katib_observation(rows, "latest") or 0.0)  # latest is the last row, NaN or not
+    first_nan = [(t[0], "nan"), (t[1], "1.0"), (t[2], "3.0")]
+    assert math.isnan(katib_observation(first_nan, "min") or 0.0)  # NaN seeds min/max: Go compares false
+    assert katib_observation([(t[1], "1.0"), (t[0], "5.0")], "latest") == 1.0  # by timestamp
+    assert katib_observation([(t[0], "1.0"), (t[0], "5.0")], "latest") == 5.0  # a tie: the later row
+    assert katib_observation([(t[0], "unavailable")], "min") is None
+    assert katib_observation([(t[0], "1.0"), (t[1], "unavailable")], "latest") is None

@@ -313,43 +313,42 @@ def _wait_summary(run_dir: Path, ok: Any, timeout: float = 60) -> Any:
     pytest.fail("timed out waiting for the sweep's summary")
 
 
-def test_resume_after_a_hard_kill_stops_orphaned_trials(tmp_path: Path, run_dir: Path) -> None:
-    hold = tmp_path / "hold"
-    hold.touch()
-    doc = experiment_doc(
-        [MODE, f"--hold-file={hold}", "--steps=2"],
-        parameters=_modes("hold"),
-        algorithm={"algorithmName": "grid"},
-        maxTrialCount=1,
+def _thirdbad(max_trials: int) -> dict[str, Any]:
+    """Sequential trials; the third one reports 10x the loss of the first two at every step."""
+    return experiment_doc(
+        ["--mode=thirdbad", X, "--steps=10", "--sleep=0.1"],
+        maxTrialCount=max_trials,
         parallelTrialCount=1,
+        metricsCollectorSpec={"collector": {"kind": "Push"}},
+        algorithm={"algorithmName": "random", "algorithmSettings": [{"name": "random_state", "value": "5"}]},
+        early_stopping={
+            "algorithmName": "katib-progress",
+            "algorithmSettings": [
+                {"name": "policy", "value": "percentile"},
+                {"name": "startup_trials", "value": "2"},
+                {"name": "min_trials", "value": "2"},
+                {"name": "warmup_progress", "value": "0"},
+            ],
+        },
     )
-    path = write_experiment(tmp_path / "e.yaml", doc)
-    proc = _cli(path, run_dir)
 
-    def logged(s: Any) -> bool:
-        return (
-            bool(s.trials)
-            and s.trials[0].pid is not None
-            and bool((run_dir / "trials" / s.trials[0].name / "stdout.log").read_text())
-        )
 
-    first = _wait_summary(run_dir, logged)
-    orphan = first.trials[0].pid
-    proc.kill()  # SIGKILL: no clean-up; the trial lives on in its own session
-    proc.communicate(timeout=30)
-    assert _alive(orphan)
+def test_a_resumed_sweep_prunes_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    """The pruning service of a resumed sweep is rebuilt from the stored observations: the third trial
+    is pruned by percentile after a resume exactly as without one (same seed, same trials)."""
+    straight = write_experiment(tmp_path / "a.yaml", _thirdbad(3))
+    once, out = sweep(straight, tmp_path / "a")
+    assert once.exit_code == 0, out
+    resumed_path = write_experiment(tmp_path / "b.yaml", _thirdbad(2))
+    first, _ = sweep(resumed_path, tmp_path / "b")
+    assert [t.status for t in first.summary.trials] == ["Succeeded", "Succeeded"]
+    write_experiment(resumed_path, _thirdbad(3))  # raising maxTrialCount resumes the finished sweep
+    second, out = sweep(resumed_path, tmp_path / "b")
+    assert second.exit_code == 0, out
 
-    proc = _cli(path, run_dir)
-    try:
-        second = _wait_summary(run_dir, lambda s: s.trials[0].attempts == 2 and s.trials[0].pid != orphan)
-        deadline = time.monotonic() + 10
-        while _alive(orphan) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(orphan)
-        assert second.trials[0].status == "Running"
-    finally:
-        hold.unlink()
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    final = read_summary(run_dir)
-    assert final is not None and final.trials[0].status == "Succeeded" and final.trials[0].attempts == 2
+    def decisions(summary: Any) -> list[tuple[str, str, str]]:
+        return [(t.params["x"], t.status, t.policy) for t in summary.trials]
+
+    assert decisions(once.summary)[2][1:] == ("EarlyStopped", "percentile")
+    assert decisions(second.summary) == decisions(once.summary)
+    assert "pruning history of 2 finished trial(s) restored" in out

@@ -271,3 +271,24 @@ def test_watch_refreshes_from_the_api(cluster) -> None:
 def test_watch_rejects_a_busy_poll(cluster) -> None:
     with pytest.raises(ValueError, match="interval"):
         watch(lambda: None, console=Console(file=io.StringIO()), interval_s=0.1, _iterations=1)  # type: ignore[arg-type,return-value]
+
+
+def test_experiment_state_and_killed_trials() -> None:
+    from katib_progress.report.sources.cluster import experiment_state, trial_state
+
+    experiment = {
+        "status": {
+            "conditions": [
+                {"type": "Created", "status": "True", "reason": "ExperimentCreated"},
+                {"type": "Running", "status": "False", "reason": "ExperimentRunning"},
+                {"type": "Succeeded", "status": "True", "reason": "ExperimentGoalReached", "message": "goal"},
+            ]
+        }
+    }
+    assert experiment_state(experiment) == {
+        "status": "Succeeded",
+        "reason": "ExperimentGoalReached",
+        "message": "goal",
+    }
+    killed = {"status": {"conditions": [_cond("Killed", "09:00:00", "TrialKilled", "goal reached")]}}
+    assert trial_state(killed)[0] is TrialStatus.KILLED  # not a failure, not a crash

@@ -21,6 +21,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from katib_progress.core.timefmt import parse_rfc3339
 from katib_progress.report.model import (
+    LOG_DISTRIBUTIONS,
     CurvePoint,
     ExperimentRecord,
     Objective,
@@ -38,10 +39,11 @@ _CONDITIONS: tuple[tuple[str, TrialStatus], ...] = (
     ("EarlyStopped", TrialStatus.PRUNED),
     ("MetricsUnavailable", TrialStatus.METRICS_UNAVAILABLE),
     ("Failed", TrialStatus.FAILED),
-    ("Killed", TrialStatus.FAILED),
+    ("Killed", TrialStatus.KILLED),
     ("Succeeded", TrialStatus.SUCCEEDED),
     ("Running", TrialStatus.RUNNING),
 )
+
 ACCELERATOR_SUFFIXES = ("/gpu", "/tpu", "/neuron", "/neuroncore", "/gaudi")
 
 
@@ -120,6 +122,7 @@ def parameters_of(experiment: Mapping[str, Any]) -> tuple[ParameterSpec, ...]:
                 low=_float(space["min"]) if "min" in space else None,
                 high=_float(space["max"]) if "max" in space else None,
                 choices=tuple(str(v) for v in space.get("list", []) or []),
+                log=space.get("distribution") in LOG_DISTRIBUTIONS,
             )
         )
     return tuple(out)
@@ -157,6 +160,49 @@ def status_point(job: Mapping[str, Any] | None) -> CurvePoint | None:
     )
 
 
+def _trial_record(
+    snapshot: ClusterSnapshot,
+    trial: Mapping[str, Any],
+    rows: Mapping[str, Sequence[tuple[str, str, str]]] | None,
+    objective: Objective,
+    default_accelerators: float,
+) -> TrialRecord:
+    meta = trial.get("metadata", {})
+    name = str(meta.get("name"))
+    job = snapshot.trainjobs.get(name)
+    status, reason, message, since = trial_state(trial)
+    count = accelerators(job)
+    if count is None:
+        count = accelerators(
+            {"spec": trial.get("spec", {}).get("runSpec", {}).get("spec", {}), "metadata": meta}
+        )
+    live = status_point(job)
+    curve = rows_to_curve(rows.get(name, [])) if rows is not None else ((live,) if live else ())
+    if status is TrialStatus.PRUNED and message and reason in ("", "TrialEarlyStopped"):
+        reason = message
+    tstatus = trial.get("status", {})
+    return TrialRecord(
+        name=name,
+        params={
+            a["name"]: str(a.get("value", ""))
+            for a in trial.get("spec", {}).get("parameterAssignments", []) or []
+        },
+        status=status,
+        reason=reason,
+        message=message,
+        started=_time(tstatus.get("startTime")) or _time(meta.get("creationTimestamp")),
+        ended=_time(tstatus.get("completionTime")) or (since if status.terminal else None),
+        accelerators=default_accelerators if count is None else count,
+        accelerators_known=count is not None,
+        curve=curve,
+        observation=_observation(trial, objective),
+        progress=live.progress if live is not None else None,
+        eta_at_prune_s=live.eta_s
+        if live is not None and status is TrialStatus.PRUNED and rows is None
+        else None,
+    )
+
+
 def to_record(
     snapshot: ClusterSnapshot,
     rows: Mapping[str, Sequence[tuple[str, str, str]]] | None,
@@ -169,42 +215,7 @@ def to_record(
     objective = objective_of(exp)
     trials = []
     for trial in snapshot.trials:
-        meta = trial.get("metadata", {})
-        name = str(meta.get("name"))
-        job = snapshot.trainjobs.get(name)
-        status, reason, message, since = trial_state(trial)
-        count = accelerators(job)
-        if count is None:
-            count = accelerators(
-                {"spec": trial.get("spec", {}).get("runSpec", {}).get("spec", {}), "metadata": meta}
-            )
-        live = status_point(job)
-        curve = rows_to_curve(rows.get(name, [])) if rows is not None else ((live,) if live else ())
-        if status is TrialStatus.PRUNED and message and reason in ("", "TrialEarlyStopped"):
-            reason = message
-        tstatus = trial.get("status", {})
-        trials.append(
-            TrialRecord(
-                name=name,
-                params={
-                    a["name"]: str(a.get("value", ""))
-                    for a in trial.get("spec", {}).get("parameterAssignments", []) or []
-                },
-                status=status,
-                reason=reason,
-                message=message,
-                started=_time(tstatus.get("startTime")) or _time(meta.get("creationTimestamp")),
-                ended=_time(tstatus.get("completionTime")) or (since if status.terminal else None),
-                accelerators=default_accelerators if count is None else count,
-                accelerators_known=count is not None,
-                curve=curve,
-                observation=_observation(trial, objective),
-                progress=live.progress if live is not None else None,
-                eta_at_prune_s=live.eta_s
-                if live is not None and status is TrialStatus.PRUNED and rows is None
-                else None,
-            )
-        )
+        trials.append(_trial_record(snapshot, trial, rows, objective, default_accelerators))
     meta = exp.get("metadata", {})
     notes = [] if rows is not None else ["no --db-manager: curves hold only each TrainJob's latest snapshot"]
     return ExperimentRecord(
@@ -220,7 +231,23 @@ def to_record(
             c.get("type") in ("Succeeded", "Failed") and str(c.get("status")) == "True"
             for c in exp.get("status", {}).get("conditions", []) or []
         ),
+        **experiment_state(exp),
     )
+
+
+def experiment_state(experiment: Mapping[str, Any]) -> dict[str, str]:
+    """status/reason/message of the Experiment's last condition that is True (Katib keeps one current)."""
+    conditions = [
+        c for c in experiment.get("status", {}).get("conditions", []) or [] if str(c.get("status")) == "True"
+    ]
+    if not conditions:
+        return {"status": "", "reason": "", "message": ""}
+    last = conditions[-1]
+    return {
+        "status": str(last.get("type", "")),
+        "reason": str(last.get("reason", "") or ""),
+        "message": str(last.get("message", "") or ""),
+    }
 
 
 def load_cluster(

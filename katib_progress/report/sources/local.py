@@ -17,7 +17,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from katib_progress.core.errors import ConfigError
-from katib_progress.report.model import ExperimentRecord, Objective, TrialRecord, TrialStatus
+from katib_progress.report.model import (
+    LOG_DISTRIBUTIONS,
+    ExperimentRecord,
+    Objective,
+    ParameterSpec,
+    TrialRecord,
+    TrialStatus,
+)
 from katib_progress.report.sources._observations import fetch_rows, rows_to_curve
 
 _log = logging.getLogger(__name__)
@@ -33,8 +40,8 @@ STATES: dict[str, TrialStatus] = {
     "Succeeded": TrialStatus.SUCCEEDED,
     "EarlyStopped": TrialStatus.PRUNED,
     "Failed": TrialStatus.FAILED,
-    "Killed": TrialStatus.FAILED,
-    "Interrupted": TrialStatus.FAILED,
+    "Killed": TrialStatus.KILLED,
+    "Interrupted": TrialStatus.INTERRUPTED,
     "MetricsUnavailable": TrialStatus.METRICS_UNAVAILABLE,
 }
 
@@ -54,6 +61,8 @@ class _Trial(_Model):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     observation: dict[str, float] = Field(default_factory=dict)
+    latest_metrics: dict[str, float] = Field(default_factory=dict)
+    compute_s: float | None = Field(default=None, ge=0)
     accelerators: float | None = Field(default=None, ge=0)
 
 
@@ -65,14 +74,44 @@ class _Objective(_Model):
     strategies: dict[str, str] = Field(default_factory=dict)
 
 
+class _Parameter(_Model):
+    name: str
+    type: str = "double"
+    min: str | None = None
+    max: str | None = None
+    choices: list[str] | None = None
+    distribution: str | None = None
+
+    def spec(self) -> ParameterSpec:
+        return ParameterSpec(
+            name=self.name,
+            kind=self.type,
+            low=_number(self.min),
+            high=_number(self.max),
+            choices=tuple(self.choices or ()),
+            log=self.distribution in LOG_DISTRIBUTIONS,
+        )
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
 class _Summary(_Model):
     experiment: str
     namespace: str | None = None
     source: str = ""
     status: str = ""
+    reason: str = ""
+    message: str = ""
+    accelerator: str = "GPU"
     updated_at: datetime | None = None
     objective: _Objective
     unsupported: list[str] = Field(default_factory=list)
+    parameters: list[_Parameter] = Field(default_factory=list)
     trials: list[_Trial] = Field(default_factory=list)
 
 
@@ -108,31 +147,7 @@ def load_local(workdir: str | Path, *, store_address: str | None = None) -> Expe
         raise ConfigError("source", f"{summary_path} is not a sweep summary: {exc}") from None
     names = [t.name for t in summary.trials]
     rows = _read_rows(root, names, store_address)
-    trials = []
-    for t in summary.trials:
-        status = STATES.get(t.status)
-        if status is None:
-            raise ConfigError(f"trials[{t.name}].status", f"unknown trial state {t.status!r}")
-        trials.append(
-            TrialRecord(
-                name=t.name,
-                params=t.params,
-                status=status,
-                reason=t.reason or (t.status if t.status in ("Killed", "Interrupted") else ""),
-                message=t.message,
-                started=_aware(t.started_at),
-                ended=_aware(t.ended_at),
-                accelerators=1.0 if t.accelerators is None else t.accelerators,
-                accelerators_known=t.accelerators is not None,
-                curve=rows_to_curve(rows.get(t.name, [])),
-                observation=t.observation,
-                log_tail=_log_tail(root, t.name)
-                if status in (TrialStatus.FAILED, TrialStatus.METRICS_UNAVAILABLE)
-                else "",
-                progress=t.progress,
-                eta_at_prune_s=t.eta_at_prune_s,
-            )
-        )
+    trials = [_trial_record(root, t, rows.get(t.name, [])) for t in summary.trials]
     obj = summary.objective
     objective = Objective(
         metric=obj.metric,
@@ -141,17 +156,51 @@ def load_local(workdir: str | Path, *, store_address: str | None = None) -> Expe
         additional_metrics=tuple(obj.additional_metrics),
         strategies=obj.strategies,
     )
-    notes = ["local sweep: 1 accelerator per trial unless the summary states one"]
+    notes = [
+        f"local sweep: 1 {'accelerator' if summary.accelerator != 'compute' else 'process'} per trial "
+        "unless the summary states otherwise; hours count every attempt of a trial"
+    ]
     notes += [f"not applied locally: {u}" for u in summary.unsupported]
     return ExperimentRecord(
         name=summary.experiment,
         objective=objective,
         trials=tuple(trials),
+        parameters=tuple(p.spec() for p in summary.parameters),
         namespace=summary.namespace,
         source=f"local sweep {root}",
         observed_at=_aware(summary.updated_at) if summary.status not in ("", "Running") else None,
         notes=tuple(notes),
         finished=summary.status in ("Succeeded", "Failed", "Interrupted"),
+        status=summary.status,
+        reason=summary.reason,
+        message=summary.message,
+        accelerator=summary.accelerator,
+    )
+
+
+def _trial_record(root: Path, t: _Trial, rows: list[tuple[str, str, str]]) -> TrialRecord:
+    status = STATES.get(t.status)
+    if status is None:
+        raise ConfigError(f"trials[{t.name}].status", f"unknown trial state {t.status!r}")
+    return TrialRecord(
+        name=t.name,
+        params=t.params,
+        status=status,
+        reason=t.reason,
+        message=t.message,
+        started=_aware(t.started_at),
+        ended=_aware(t.ended_at),
+        accelerators=1.0 if t.accelerators is None else t.accelerators,
+        accelerators_known=t.accelerators is not None,
+        curve=rows_to_curve(rows),
+        observation=t.observation,
+        log_tail=_log_tail(root, t.name)
+        if status in (TrialStatus.FAILED, TrialStatus.METRICS_UNAVAILABLE)
+        else "",
+        progress=t.progress,
+        eta_at_prune_s=t.eta_at_prune_s,
+        compute_s=t.compute_s,
+        latest=t.latest_metrics,
     )
 
 

@@ -1,13 +1,19 @@
 """Test trial that reports by raw POST (no SDK throttle).
 
 Modes: ok, diverge (loss NaN from step 2, then keeps running), crash (exit 3 at step 2), nometric,
-hold (after the first report, waits while --hold-file exists), probe (first POSTs with a wrong token
-and prints the answer). Each report is one POST of {"trainerStatus": ...}.
+hold (after the first report, waits while --hold-file exists), family (hold, plus a child process in
+the trial's process group that prints its pid and sleeps), nanlast (the last report's loss is NaN),
+interrupt (on its first attempt only: reports once, then sends SIGINT to the sweep and waits),
+probe (first POSTs with a wrong token and prints the answer), thirdbad (ok, but 10x the loss when it is
+the third trial of the sweep: the third trial directory).
+Each report is one POST of {"trainerStatus": ...}.
 """
 
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -43,6 +49,9 @@ def main() -> int:
     parser.add_argument("--hold-file", default="")
     args = parser.parse_args()
     print(f"pid {os.getpid()} mode {args.mode}", flush=True)
+    if args.mode == "family":
+        code = "import os, time; print('child', os.getpid(), flush=True); time.sleep(600)"
+        subprocess.Popen([sys.executable, "-c", code])
     if args.mode == "probe":
         now = datetime.now(UTC).isoformat()
         code, body = post({"progressPercentage": 1, "lastUpdatedTime": now}, token="not-my-token")
@@ -51,6 +60,10 @@ def main() -> int:
     for step in range(1, steps + 1):
         loss = (args.x - 0.3) ** 2 + 1.0 / step
         if args.mode == "diverge" and step >= 2:
+            loss = float("nan")
+        if args.mode == "thirdbad" and len(os.listdir(os.path.dirname(os.getcwd()))) >= 3:
+            loss *= 10
+        if args.mode == "nanlast" and step == steps:
             loss = float("nan")
         if args.mode == "crash" and step == 2:
             print("boom: simulated crash", file=sys.stderr, flush=True)
@@ -67,7 +80,12 @@ def main() -> int:
         if code != 200:
             print(f"status update rejected: {code} {body}", file=sys.stderr, flush=True)
             return 4
-        if args.mode.startswith("hold"):
+        if args.mode == "interrupt" and not os.path.exists("interrupted-once"):
+            open("interrupted-once", "w").close()  # the trial directory is kept across attempts
+            time.sleep(1.5)  # the other trials finish first
+            os.kill(os.getppid(), signal.SIGINT)
+            time.sleep(60)
+        if args.mode.startswith("hold") or args.mode == "family":
             while os.path.exists(args.hold_file):
                 time.sleep(0.05)
         time.sleep(args.sleep)
