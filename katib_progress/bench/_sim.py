@@ -9,7 +9,6 @@ frees its worker; the next trial starts at that moment.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,13 +40,24 @@ class TrialOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
+    """One replay. ``best_found`` is the best final among the trials that ran to their end (a pruned
+    trial's partial value never counts), ``replay_best`` the best final among all the replay's trials
+    (what running every one of them to its end finds), and ``regret`` the shortfall of the first from
+    the second divided by the bank's ``median final - best final`` (never negative)."""
+
     policy: str
     mode: str
     seed: int
     outcomes: tuple[TrialOutcome, ...]
     best_found: float | None
+    replay_best: float | None
     regret: float
     makespan_s: float
+
+    @property
+    def hit(self) -> bool:
+        """The replay's best trial ran to its end (regret 0)."""
+        return self.regret == 0.0
 
     @property
     def compute_used(self) -> float:
@@ -189,13 +199,11 @@ class _Replay:
             self.step()
 
 
-def _best_found(bank: Bank, outcomes: Sequence[TrialOutcome]) -> float | None:
-    counted = [o.observation for o in outcomes if o.state != "failed" and o.observation is not None]
-    best: float | None = None
-    for value in counted:
-        if math.isfinite(value) and (best is None or bank.better(value, best)):
-            best = value
-    return best
+def _found_and_best(bank: Bank, outcomes: Sequence[TrialOutcome]) -> tuple[float | None, float | None]:
+    """(best final among trials that ran to their end, best final among all the replay's trials)."""
+    found = bank.best_of(o.observation for o in outcomes if o.state == "succeeded")
+    best = bank.best_of(bank.final(bank.trials[o.bank_index]) for o in outcomes)
+    return found, best
 
 
 def replay(
@@ -213,13 +221,14 @@ def replay(
         raise ValueError(f"workers must be >= 1, got {workers}")
     loop = _Replay(bank, decider, source, workers, experiment)
     loop.run()
-    best = _best_found(bank, loop.outcomes)
+    found, best = _found_and_best(bank, loop.outcomes)
     return ReplayResult(
         policy=decider.name,
         mode=mode,
         seed=seed,
         outcomes=tuple(loop.outcomes),
-        best_found=best,
-        regret=bank.regret(best),
+        best_found=found,
+        replay_best=best,
+        regret=bank.shortfall(found, best),
         makespan_s=loop.now,
     )
