@@ -88,3 +88,17 @@ def test_nop_builds_a_never_pruning_engine() -> None:
 def test_budget_settings_add_the_budget_policy() -> None:
     config = PruningConfig.from_settings("l", "minimize", {"policy": "median", "gpu_hour_budget": "3"})
     assert "budget" in build_policy(config).describe()
+
+
+def test_policy_names_the_registry_and_the_docs_agree() -> None:
+    from pathlib import Path
+
+    from katib_progress.suggestion.pruning._build import REGISTRY
+    from katib_progress.suggestion.pruning.config import POLICY_NAMES, settable_fields
+
+    assert set(REGISTRY) == set(POLICY_NAMES) - {"default"}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "pruning.md").read_text()
+    for name in POLICY_NAMES:
+        assert f"`{name}`" in docs, f"docs/pruning.md does not document policy {name}"
+    for setting in settable_fields():
+        assert f"`{setting}`" in docs, f"docs/pruning.md does not document setting {setting}"

@@ -63,9 +63,11 @@ def test_pruned_trials_are_told_to_optuna_as_pruned_with_their_intermediate_valu
     for i in range(2):
         _run(engine, f"good{i}", loss_curve(0.3, seed=i))
     assert _run(engine, "bad", loss_curve(1.5)) is not None
+    # The study mirrors the engine's history: it learns about ended trials at the next decision.
+    engine.decide(next(iter(points("next", loss_curve(0.3, seed=9)))))
     study = _optuna(engine).study
     states = [t.state for t in study.get_trials(deepcopy=False)]
-    assert states == [OptunaState.COMPLETE, OptunaState.COMPLETE, OptunaState.PRUNED]
+    assert states == [OptunaState.COMPLETE, OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.RUNNING]
     pruned = study.get_trials(deepcopy=False)[2]
     assert pruned.intermediate_values  # its curve on the progress grid
     assert pruned.value == pruned.intermediate_values[max(pruned.intermediate_values)]

@@ -126,6 +126,7 @@ class ExperimentState:
 
     direction: Direction
     trials: dict[str, TrialHistory] = field(default_factory=dict)
+    ended: list[str] = field(default_factory=list)  # trial names in the order they ended
 
     def peers(self, trial: str) -> list[TrialHistory]:
         return [t for name, t in self.trials.items() if name != trial]

@@ -134,7 +134,7 @@ class PruningEngine:
 
     def _end(self, trial: TrialHistory, state: TrialState) -> None:
         trial.state = state
-        self.policy.on_trial_end(trial, state)
+        self.state.ended.append(trial.name)
 
     def forget(self, trial: str) -> None:
         """Drop the idempotence ledger of an ended trial (its curve stays for peers)."""

@@ -18,7 +18,7 @@ from optuna.pruners import BasePruner
 from optuna.trial import TrialState as OptunaState
 
 from katib_progress.core.types import Decision, Verdict
-from katib_progress.suggestion.pruning._history import Direction, TrialHistory, TrialState
+from katib_progress.suggestion.pruning._history import Direction, ExperimentState, TrialHistory, TrialState
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
 
 _log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class OptunaPrunerPolicy(Policy):
             storage=optuna.storages.InMemoryStorage(),
         )
         self._live: dict[str, _Live] = {}
+        self._told = 0  # how many of the experiment's ended trials the study has been told about
 
     def _sync(self, trial: TrialHistory) -> _Live | None:
         live = self._live.get(trial.name)
@@ -84,7 +85,14 @@ class OptunaPrunerPolicy(Policy):
             live.reported = len(trial.grid)
         return live
 
+    def _sync_ended(self, experiment: ExperimentState) -> None:
+        """Tell the study about trials that ended since the last decision, in the order they ended."""
+        for name in experiment.ended[self._told :]:
+            self._tell(experiment.trials[name])
+        self._told = len(experiment.ended)
+
     def decide(self, ctx: PolicyContext) -> Decision:
+        self._sync_ended(ctx.experiment)
         live = self._sync(ctx.trial)
         if live is None:
             return Decision(Verdict.CONTINUE, f"no {ctx.objective} value yet", self.name)
@@ -130,7 +138,8 @@ class OptunaPrunerPolicy(Policy):
             reason = f"{self.name}: {ctx.objective} {best:.4g} at {at:.0f}% pruned by the Optuna pruner"
         return Decision(Verdict.PRUNE, reason, self.name, evidence)
 
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
+    def _tell(self, trial: TrialHistory) -> None:
+        state = trial.state
         live = self._sync(trial)
         if live is None:
             return
