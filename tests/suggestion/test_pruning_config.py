@@ -31,7 +31,12 @@ def test_defaults_and_string_settings_are_typed() -> None:
         ({"policy": "median,bogus"}, "policy", "bogus"),
         ({"policy": "threshold"}, "settings", "threshold_lower or threshold_upper"),
         ({"min_resource": "lots"}, "min_resource", "lots"),
-        ({"deadline": "2026-01-01T00:00:00"}, "deadline", "timezone"),
+        ({"deadline": "2026-01-01T00:00:00"}, "deadline", "not an RFC 3339 timestamp"),
+        ({"deadline": "3600"}, "deadline", "not an RFC 3339 timestamp"),
+        ({"deadline": "1767225600"}, "deadline", "'1767225600'"),
+        ({"deadline": "2026-01-01t00:00:00Z"}, "deadline", "RFC 3339"),
+        ({"deadline": "2026-01-01T00:00:00z"}, "deadline", "RFC 3339"),
+        ({"deadline": "2026-02-30T00:00:00Z"}, "deadline", "invalid date"),
         ({"divergence_factor": "inf"}, "divergence_factor", "inf"),
         ({"frobnicate": "1"}, "frobnicate", "allowed:"),
     ],
@@ -70,6 +75,12 @@ def test_to_settings_round_trips() -> None:
     again = PruningConfig.from_settings("acc", "maximize", config.to_settings())
     assert again == config
     assert again.deadline == datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_deadline_with_a_zone_offset_is_read_as_that_instant() -> None:
+    config = PruningConfig.from_settings("m", "minimize", {"deadline": "2026-03-01T14:00:00.5+02:00"})
+    assert config.deadline == datetime(2026, 3, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    assert PruningConfig.from_settings("m", "minimize", config.to_settings()) == config
 
 
 def test_default_policy_tree_keeps_divergence_outside_the_cost_guard() -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.pruning import PruningSpec
+from katib_progress.core.timefmt import parse_rfc3339
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
@@ -95,12 +96,18 @@ class PruningConfig(BaseModel):
             raise ValueError(f"min_resource must be within (0, 100] percent, got {value!r}")
         return value
 
-    @field_validator("deadline")
+    @field_validator("deadline", mode="before")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError(f"deadline must carry a timezone (RFC 3339), got {value.isoformat()}")
-        return value
+    def _deadline(cls, value: object) -> datetime | None:
+        """Strict RFC 3339 (as Go parses it): a bare number, a lower-case ``t``/``z`` or a missing zone
+        is refused instead of being read as seconds since 1970 or local time."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"deadline must carry a timezone (RFC 3339), got {value.isoformat()}")
+            return value
+        return parse_rfc3339(value, field="deadline")
 
     @model_validator(mode="after")
     def _threshold_bounds(self) -> PruningConfig:
