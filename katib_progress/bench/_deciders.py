@@ -22,6 +22,7 @@ class Objective:
 
     metric: str
     direction: Direction
+    strategy: str | None = None  # Katib metricStrategies value; None: Katib's default for direction
 
 
 class Decider(Protocol):

@@ -209,7 +209,7 @@ def _replays(
     address: str,
     on_replay: OnReplay | None,
 ) -> PolicySummary:
-    objective = Objective(bank.metric, bank.direction)
+    objective = Objective(bank.metric, bank.direction, bank.strategy)
     runs = []
     for k in range(settings.seeds):
         seed = settings.base_seed + k
@@ -238,7 +238,7 @@ def _replays(
 
 
 def _stall(bank: Bank, spec: PolicySpec, address: str, on_replay: OnReplay | None) -> StallSummary:
-    objective = Objective(bank.metric, bank.direction)
+    objective = Objective(bank.metric, bank.direction, bank.strategy)
     tally = StallTally(spec.name)
     for trial in bank.trials:
         prof = profile(bank, trial)
@@ -258,7 +258,7 @@ def _stall(bank: Bank, spec: PolicySpec, address: str, on_replay: OnReplay | Non
 
 def run_bench(bank: Bank, settings: BenchSettings, *, on_replay: OnReplay | None = None) -> BankResult:
     """Replay ``bank`` for every (mode, policy, seed); stall mode replays every trial alone once."""
-    objective = Objective(bank.metric, bank.direction)
+    objective = Objective(bank.metric, bank.direction, bank.strategy)
     for spec in settings.specs:
         check_policy(spec, objective)
     summaries: list[PolicySummary] = []

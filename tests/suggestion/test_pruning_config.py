@@ -13,11 +13,15 @@ from katib_progress.suggestion.pruning.policies import AnyOf, CostGuard, Diverge
 
 def test_defaults_and_string_settings_are_typed() -> None:
     config = PruningConfig.from_settings(
-        "eval_loss", "MINIMIZE", {"percentile": "30", "stall_spare_leader": "false", "startup_trials": "2"}
+        "eval_loss", "MINIMIZE", {"percentile": "30", "stall_min_points": "3", "startup_trials": "2"}
     )
     assert config.direction == "minimize"
     assert config.percentile == 30.0
-    assert config.stall_spare_leader is False
+    assert config.stall_min_points == 3
+    assert config.strategy == "min"  # Katib's default when minimizing
+    assert PruningConfig.from_settings("acc", "maximize", {}).strategy == "max"
+    latest = PruningConfig.from_settings("acc", "maximize", {"metric_strategy": "latest"})
+    assert latest.strategy == "latest"
     assert config.startup_trials == 2
     assert config.policy_names == ("divergence", "stall", "percentile")
 
@@ -39,6 +43,8 @@ def test_defaults_and_string_settings_are_typed() -> None:
         ({"deadline": "2026-02-30T00:00:00Z"}, "deadline", "invalid date"),
         ({"divergence_factor": "inf"}, "divergence_factor", "inf"),
         ({"frobnicate": "1"}, "frobnicate", "allowed:"),
+        ({"stall_min_points": "2"}, "stall_min_points", "greater than or equal to 3"),
+        ({"metric_strategy": "mean"}, "metric_strategy", "'mean'"),
     ],
 )
 def test_invalid_settings_name_the_setting_and_value(
@@ -69,7 +75,8 @@ def test_to_settings_round_trips() -> None:
             "threshold_lower": "0.1",
             "deadline": "2026-03-01T12:00:00+00:00",
             "gpu_hour_budget": "12.5",
-            "stall_spare_leader": "false",
+            "stall_min_points": "4",
+            "metric_strategy": "latest",
         },
     )
     again = PruningConfig.from_settings("acc", "maximize", config.to_settings())

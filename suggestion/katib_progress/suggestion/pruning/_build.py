@@ -85,7 +85,7 @@ def _stall(c: PruningConfig) -> Policy:
         min_progress=c.stall_min_progress,
         noise=c.stall_noise,
         min_rel_improvement=c.stall_min_rel_improvement,
-        spare_leader=c.stall_spare_leader,
+        min_points=c.stall_min_points,
         max_peers=c.min_trials - 1 if c.stall_alone_only else None,
     )
 
@@ -103,6 +103,8 @@ def _optuna(name: str) -> Callable[[PruningConfig], Policy]:
             direction=Direction(c.direction),
             grid_step=c.grid_step,
             percentile=percentile,
+            strategy=c.strategy,
+            min_completed=1 if name in ("successive_halving", "hyperband") and c.bootstrap_count else 0,
         )
 
     return build

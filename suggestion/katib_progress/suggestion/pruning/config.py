@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.pruning import PruningSpec
 from katib_progress.core.timefmt import parse_rfc3339
+from katib_progress.suggestion.pruning._history import Direction, Strategy, default_strategy
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
@@ -57,7 +58,12 @@ class PruningConfig(BaseModel):
     stall_min_progress: float = Field(default=40.0, ge=0, le=100)
     stall_noise: float = Field(default=1.0, ge=0)
     stall_min_rel_improvement: float = Field(default=0.001, ge=0)
-    stall_spare_leader: bool = True
+    #: Reports a stall window must hold before the trial is judged (a sparser trial is not judged,
+    #: and its decision says why).
+    stall_min_points: int = Field(default=5, ge=3)
+    #: The objective's metric strategy, as the Experiment's ``metricStrategies`` (Katib's default
+    #: follows the objective type: min when minimizing, max when maximizing).
+    metric_strategy: Literal["min", "max", "latest"] | None = None
     #: Stall judges a trial only while fewer than ``min_trials`` peers have reached its progress;
     #: with enough peers the percentile/median comparison decides (measured: see docs/benchmarks.md).
     stall_alone_only: bool = True
@@ -123,6 +129,14 @@ class PruningConfig(BaseModel):
                 f"threshold_upper {self.threshold_upper}"
             )
         return self
+
+    @property
+    def strategy(self) -> Strategy:
+        """The objective's metric strategy (``metric_strategy``, else Katib's default for the
+        direction)."""
+        if self.metric_strategy is not None:
+            return self.metric_strategy
+        return default_strategy(Direction(self.direction))
 
     @property
     def policy_names(self) -> tuple[str, ...]:

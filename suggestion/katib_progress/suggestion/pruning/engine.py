@@ -56,7 +56,7 @@ class PruningEngine:
         self.config = config
         self.policy = policy if policy is not None else build_policy(config)
         self.direction = Direction(config.direction)
-        self.state = ExperimentState(self.direction)
+        self.state = ExperimentState(self.direction, config.strategy)
         self._ledgers: dict[str, _Ledger] = {}
         self.points = 0
         self.repeats = 0
