@@ -1,23 +1,23 @@
-"""``katib-progress bench pruning``: compare pruning policies by replaying a learning-curve bank."""
+"""``katib-progress bench pruning``: compare pruning policies by replaying learning-curve banks."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from katib_progress.core.errors import ConfigError, KatibProgressError
 
 if TYPE_CHECKING:
-    from katib_progress.bench import BenchSettings, PolicySummary
-    from katib_progress.bench._bank import Bank
+    from katib_progress.bench import BankResult, BenchSettings
+
+#: Mean normalized regret a reference stock policy must reach (the bench's REGRET_TARGET).
+REGRET_TARGET = 0.01
 
 _log = logging.getLogger(__name__)
 
@@ -27,77 +27,73 @@ def register(subparsers: Any) -> None:
     sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     p = sub.add_parser(
         "pruning",
-        help="replay a learning-curve bank under several pruning policies",
+        help="replay learning-curve banks under several pruning policies",
         description=__doc__,
     )
-    p.add_argument("--bank", required=True, help="curve bank file (.json or .json.gz, curve-bank schema)")
-    p.add_argument("--seeds", type=int, default=3, help="replays per policy and mode (default 3)")
+    p.add_argument(
+        "--bank",
+        action="append",
+        dest="banks",
+        required=True,
+        metavar="FILE",
+        help="curve bank file (.json or .json.gz, curve-bank schema); repeatable",
+    )
+    p.add_argument("--seeds", type=int, default=30, help="replays per policy and mode (default 30)")
     p.add_argument(
         "--policy",
         action="append",
         dest="policies",
         metavar="NAME",
-        help="none, katib-medianstop, optuna-median, optuna-hyperband, engine:POLICY, grpc:POLICY "
-        "(repeatable; default: the baselines plus grpc:default)",
+        help="none, katib-medianstop, optuna-median, optuna-sh, optuna-hyperband, engine:POLICY|k=v|..., "
+        "grpc:POLICY|k=v|... (repeatable; default: the stock policies plus grpc:default)",
     )
     p.add_argument(
-        "--mode", action="append", dest="modes", metavar="MODE", help="pruning or sampler (default: both)"
+        "--mode",
+        action="append",
+        dest="modes",
+        metavar="MODE",
+        help="pruning, sampler or stall; repeatable (default: pruning and stall)",
     )
     p.add_argument("--workers", type=int, default=4, help="parallelTrialCount (default 4)")
+    p.add_argument(
+        "--trials", type=int, default=40, help="trials drawn per replay in pruning mode (default 40)"
+    )
     p.add_argument("--budget", type=int, default=100, help="trials per replay in sampler mode (default 100)")
-    p.add_argument("--limit", type=int, default=None, help="trials per replay in pruning mode (default all)")
     p.add_argument("--algorithm", default="tpe", help="suggestion algorithm in sampler mode (default tpe)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument(
+        "--regret-target",
+        type=float,
+        default=REGRET_TARGET,
+        help=f"mean regret a reference stock policy must reach (default {REGRET_TARGET:g})",
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     p.set_defaults(func=_run)
     bench.set_defaults(func=lambda _args: (bench.print_help(), 2)[1])
 
 
-def _fmt(value: float, digits: int = 3) -> str:
-    if not math.isfinite(value):
-        return "-" if math.isnan(value) else "inf"
-    return f"{value:.{digits}g}"
+def _settings(args: argparse.Namespace) -> BenchSettings:
+    from katib_progress.bench import BenchSettings, default_policies
 
-
-def _table(bank: Bank, summaries: list[PolicySummary], settings: BenchSettings) -> Table:
-    table = Table(
-        title=(
-            f"bank {bank.name}: {len(bank.trials)} trials, objective {bank.metric} ({bank.direction}, "
-            f"{bank.strategy}), true best {bank.true_best():.6g}; {settings.workers} workers, "
-            f"{settings.seeds} seeds"
-        ),
-        caption="mean ± std over seeds \\[min–max]; compute = accelerator-seconds used / running every trial "
-        "to its end; regret = best found vs the bank's true best",
+    return BenchSettings(
+        policies=tuple(args.policies or default_policies()),
+        seeds=args.seeds,
+        workers=args.workers,
+        modes=tuple(dict.fromkeys(args.modes or ("pruning", "stall"))),
+        trials=args.trials,
+        sampler_budget=args.budget,
+        algorithm=args.algorithm,
+        base_seed=args.seed,
+        regret_target=args.regret_target,
     )
-    table.add_column("mode")
-    table.add_column("policy")
-    table.add_column("compute used", justify="right")
-    table.add_column("regret", justify="right")
-    table.add_column("best found", justify="right")
-    table.add_column("pruned / trials", justify="right")
-    previous = None
-    for s in summaries:
-        if previous is not None and s.mode != previous:
-            table.add_section()
-        previous = s.mode
-        c, r, b, p, n = (
-            s.spread(a) for a in ("compute_fraction", "regret", "best_found", "pruned", "trials")
-        )
-        table.add_row(
-            s.mode,
-            s.policy,
-            f"{c.mean:.3f} ± {c.std:.3f} [{c.min:.3f}–{c.max:.3f}]",
-            f"{_fmt(r.mean, 2)} ± {_fmt(r.std, 2)} [{_fmt(r.min, 2)}–{_fmt(r.max, 2)}]",
-            f"{_fmt(b.mean, 4)}",
-            f"{p.mean:.1f} ± {p.std:.1f} / {n.mean:.0f}",
-        )
-    return table
 
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: the bench loads the whole suggestion service (Optuna, scipy), about a second
     # that `katib-progress --help` should not pay.
-    from katib_progress.bench import MODES, BenchSettings, default_policies, load_bank, run_bench
+    from katib_progress.bench import load_bank, run_bench
+    from katib_progress.bench._report import json_document, replay_table, stall_table
+    from katib_progress.bench._run import replays_per_bank
 
     err = Console(stderr=True)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
@@ -105,57 +101,35 @@ def _run(args: argparse.Namespace) -> int:
         for name in ("katib_progress.suggestion", "katib_progress.bench"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        unknown = [m for m in args.modes or () if m not in MODES]
-        if unknown:
-            raise ConfigError("--mode", f"unknown mode {unknown[0]!r}; allowed: {', '.join(MODES)}")
-        bank = load_bank(args.bank)
-        settings = BenchSettings(
-            policies=tuple(args.policies or default_policies()),
-            seeds=args.seeds,
-            workers=args.workers,
-            modes=tuple(dict.fromkeys(args.modes or MODES)),
-            sampler_budget=args.budget,
-            pruning_limit=args.limit,
-            algorithm=args.algorithm,
-            base_seed=args.seed,
-        )
+        banks = [load_bank(path) for path in args.banks]
+        settings = _settings(args)
     except (KatibProgressError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    total = len(settings.modes) * len(settings.policies) * settings.seeds
+    total = len(banks) * replays_per_bank(settings)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    results: list[BankResult] = []
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("replaying", total=total)
-
-        def advance(mode: str, policy: str, seed: int) -> None:
-            progress.update(task, advance=1, description=f"{mode} {policy} seed {seed}")
-
         try:
-            summaries = run_bench(bank, settings, on_replay=advance)
+            for bank in banks:
+
+                def advance(mode: str, policy: str, seed: int, bank_name: str = bank.name) -> None:
+                    progress.update(task, advance=1, description=f"{bank_name} {mode} {policy} seed {seed}")
+
+                results.append(run_bench(bank, settings, on_replay=advance))
         except KatibProgressError as exc:
             err.print(f"[red]error:[/red] {exc}")
-            return 1
+            return 2 if isinstance(exc, ConfigError) else 1
     if args.json:
-        document = {
-            "bank": bank.name,
-            "trials": len(bank.trials),
-            "objective": {"metric": bank.metric, "direction": bank.direction, "strategy": bank.strategy},
-            "true_best": bank.true_best(),
-            "settings": {
-                "seeds": settings.seeds,
-                "workers": settings.workers,
-                "modes": list(settings.modes),
-                "sampler_budget": settings.sampler_budget,
-                "pruning_limit": settings.pruning_limit,
-                "algorithm": settings.algorithm,
-                "base_seed": settings.base_seed,
-            },
-            "results": [s.as_dict() for s in summaries],
-        }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    else:
-        out = Console()
-        if not out.is_terminal:
-            out = Console(width=150)
-        out.print(_table(bank, summaries, settings))
+        sys.stdout.write(json.dumps(json_document(results, settings), indent=2) + "\n")
+        return 0
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=160)
+    for result in results:
+        if result.summaries:
+            out.print(replay_table(result, settings))
+        if result.stall:
+            out.print(stall_table(result))
     return 0

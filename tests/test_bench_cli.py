@@ -40,7 +40,7 @@ def test_committed_bank_validates_and_spans_good_slow_and_diverging_runs() -> No
     bank = load_bank(BANK)
     assert len(bank.trials) >= 300
     assert {p.name for p in bank.parameters} >= {"learning_rate", "hidden_units", "batch_size", "momentum"}
-    finals = [bank.final_objective(t) for t in bank.trials]
+    finals = [bank.objective(t.points) for t in bank.trials]
     finite = sorted(v for v in finals if v is not None)
     # Good runs (eval loss near 0.1), stalled runs (near ln 10 = 2.30, chance level) and diverged ones.
     assert finite[0] < 0.15
@@ -103,57 +103,83 @@ def _foreign_bank(tmp_path: Path) -> Path:
 
 def test_a_foreign_maximize_bank_replays_with_regret_in_its_direction(tmp_path: Path) -> None:
     bank = load_bank(_foreign_bank(tmp_path))
-    assert bank.true_best() == 0.9
-    assert bank.regret(0.84) == pytest.approx(0.06)
-    settings = BenchSettings(policies=("none", "katib-medianstop"), seeds=2, workers=1, modes=("pruning",))
-    summaries = run_bench(bank, settings)
+    # Finals (strategy max; the NaN run keeps its 0.3): 0.9, 0.84, 0.1, 0.3, 0.8: best 0.9, median 0.8.
+    assert (bank.best_final, bank.median) == (0.9, 0.8)
+    assert bank.shortfall(0.84, 0.9) == pytest.approx(0.06 / 0.1)
+    assert bank.shortfall(0.95, 0.9) == 0.0  # never negative
+    settings = BenchSettings(policies=("none", "katib-medianstop"), seeds=2, workers=1, trials=None)
+    summaries = run_bench(bank, settings).summaries
     none = summaries[0]
     for run in none.runs:
         assert run.compute_fraction == 1.0
         assert run.best_found == 0.9
         assert run.regret == 0.0
-    # Accuracy never exceeds 1, so a larger value is never reported as "better than the best".
     for run in summaries[1].runs:
         assert run.regret >= 0.0
 
 
-def test_cli_json_has_every_policy_and_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _foreign_bank(tmp_path)
-    policies = ["none", "katib-medianstop", "optuna-median", "optuna-hyperband"]
-    argv = [
-        "bench",
-        "pruning",
-        "--bank",
-        str(path),
-        "--seeds",
-        "2",
-        "--budget",
-        "4",
-        "--workers",
-        "2",
-        "--json",
-    ]
+def _overfitting_bank(tmp_path: Path) -> Path:
+    """Maximize with strategy latest: curves that rise and fall; plain JSON."""
+    rng = [0.2, 0.5, 0.7, 0.75, 0.7, 0.6, 0.55, 0.5]
+    trials = []
+    for k in range(12):
+        values = [round(v * (0.5 + 0.05 * k), 4) for v in rng]
+        trials.append(
+            {
+                "params": {"dropout": k / 20},
+                "points": [
+                    {"progress": 12.5 * (i + 1), "elapsed_s": 20.0 * (i + 1), "metrics": {"f1": v}}
+                    for i, v in enumerate(values)
+                ],
+            }
+        )
+    doc = {
+        "name": "overfit",
+        "objective": {"metric": "f1", "direction": "maximize", "strategy": "latest"},
+        "parameters": [{"name": "dropout", "type": "double", "min": 0.0, "max": 1.0}],
+        "trials": trials,
+    }
+    path = tmp_path / "overfit.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_cli_json_has_every_bank_policy_and_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    banks = [_foreign_bank(tmp_path), _overfitting_bank(tmp_path)]
+    policies = ["none", "katib-medianstop", "optuna-median", "optuna-sh", "optuna-hyperband"]
+    policies += ["engine:percentile|warmup_progress=10"]
+    argv = ["bench", "pruning", "--seeds", "2", "--budget", "4", "--workers", "2", "--trials", "6", "--json"]
+    for path in banks:
+        argv += ["--bank", str(path)]
+    for mode in ("pruning", "sampler", "stall"):
+        argv += ["--mode", mode]
     for p in policies:
         argv += ["--policy", p]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["bank"] == "foreign"
-    assert out["objective"] == {"metric": "accuracy", "direction": "maximize", "strategy": "max"}
-    assert out["true_best"] == 0.9
-    got = {(r["mode"], r["policy"]) for r in out["results"]}
-    assert got == {(m, p) for m in ("pruning", "sampler") for p in policies}
-    for result in out["results"]:
-        for field in ("compute_fraction", "regret", "best_found", "trials_pruned"):
-            assert set(result[field]) == {"mean", "std", "min", "max"}
-        assert len(result["per_seed"]) == 2
-        assert 0.0 < result["compute_fraction"]["mean"] <= 1.0
-        if result["policy"] == "none":
-            assert result["compute_fraction"]["mean"] == 1.0
-            assert result["trials_pruned"]["max"] == 0
-        if result["mode"] == "sampler":
-            assert all(s["trials"] == 4 for s in result["per_seed"])
-        else:
-            assert all(s["trials"] == 5 for s in result["per_seed"])
+    assert out["settings"]["trials"] == 6 and out["settings"]["seeds"] == 2
+    assert [b["bank"] for b in out["banks"]] == ["foreign", "overfit"]
+    foreign, overfit = out["banks"]
+    assert foreign["objective"] == {"metric": "accuracy", "direction": "maximize", "strategy": "max"}
+    assert overfit["objective"]["strategy"] == "latest"
+    # Strategy latest: each trial's final is its last value, the best is the last trial's 0.5 * 1.05.
+    assert overfit["best_final"] == pytest.approx(0.525)
+    for doc in out["banks"]:
+        got = {(r["mode"], r["policy"]) for r in doc["results"]}
+        assert got == {(m, p) for m in ("pruning", "sampler") for p in policies}
+        assert doc["reference"]["pruning"]["compute_fraction"] <= 1.0
+        for result in doc["results"]:
+            for field in ("compute_fraction", "regret", "trials_pruned"):
+                assert set(result[field]) == {"mean", "std", "min", "max"}
+            assert 0.0 <= result["hit_rate"] <= 1.0
+            assert result["compute_ratio_to_reference"] is not None
+            assert len(result["per_seed"]) == 2
+            if result["policy"] == "none":
+                assert result["compute_fraction"]["mean"] == 1.0
+                assert result["regret"]["max"] == 0.0
+            trials = 4 if result["mode"] == "sampler" else min(6, doc["trials"])
+            assert all(s["trials"] == trials for s in result["per_seed"])
+        assert {s["policy"] for s in doc["stall"]} == set(policies)
 
 
 def test_cli_table_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,22 +187,23 @@ def test_cli_table_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[s
     argv = ["bench", "pruning", "--bank", str(path), "--seeds", "1", "--mode", "pruning", "--policy", "none"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "foreign" in out and "none" in out and "1.000" in out
+    assert "foreign" in out and "none (ref)" in out and "1.000" in out
     assert main(["bench", "pruning", "--bank", str(path), "--policy", "nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+    bad_setting = "engine:percentile|percentile=250"
+    assert main(["bench", "pruning", "--bank", str(path), "--policy", bad_setting]) == 2
+    assert "percentile" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x"}))
     assert main(["bench", "pruning", "--bank", str(bad)]) == 2
 
 
-def test_engine_over_grpc_decides_like_the_library(tmp_path: Path) -> None:
+def test_engine_over_grpc_decides_like_the_library() -> None:
     doc = json.loads(gzip.decompress(BANK.read_bytes()))
     doc["trials"] = doc["trials"][:40]
     bank = parse_bank(doc)
-    settings = BenchSettings(
-        policies=("engine:default", "grpc:default"), seeds=1, workers=4, modes=("pruning",)
-    )
-    lib, rpc = run_bench(bank, settings)
+    settings = BenchSettings(policies=("engine:default", "grpc:default"), seeds=1, workers=4)
+    lib, rpc = run_bench(bank, settings).summaries
     assert [(o.name, o.state, o.points_seen) for o in lib.runs[0].outcomes] == [
         (o.name, o.state, o.points_seen) for o in rpc.runs[0].outcomes
     ]

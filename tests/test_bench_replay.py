@@ -113,11 +113,14 @@ class PruneWhen:
 
 def test_no_pruning_uses_all_compute_and_finds_the_true_best() -> None:
     bank = parse_bank(synthetic_bank())
+    # Finals of the completed trials: 0.1, 0.5, 0.3 (t2 failed): best 0.1, median 0.3.
+    assert (bank.best_final, bank.median, bank.scale) == (0.1, 0.3, pytest.approx(0.2))
     result = replay(bank, NoPruning(), InOrder(bank), workers=2)
     assert result.compute_fraction == 1.0
     assert result.compute_full == 200.0
-    assert result.best_found == 0.1
+    assert result.best_found == result.replay_best == 0.1
     assert result.regret == 0.0
+    assert result.hit
     assert result.pruned == 0
     states = {o.name: o.state for o in result.outcomes}
     assert states == {"t0": "succeeded", "t1": "succeeded", "t2": "failed", "t3": "succeeded"}
@@ -138,13 +141,42 @@ def test_pruning_the_diverging_trial_saves_exactly_its_remaining_compute() -> No
     assert ("t2", 2) not in decider.seen
 
 
-def test_regret_is_measured_against_the_bank_best_by_hand() -> None:
+def test_regret_is_measured_against_the_replays_own_best_by_hand() -> None:
     bank = parse_bank(synthetic_bank())
-    # Pruning the best trial at its first point: best found is t3's min 0.3 -> regret 0.3 - 0.1.
+    # Pruning the best trial at its first point: best found is t3's 0.3; the replay held t0's 0.1;
+    # normalized by bank median - bank best = 0.3 - 0.1: regret (0.3 - 0.1) / 0.2 = 1.
     result = replay(bank, PruneWhen(lambda trial, v: trial == "t0"), InOrder(bank), workers=1)
     assert result.best_found == pytest.approx(0.3)
-    assert result.regret == pytest.approx(0.2)
+    assert result.replay_best == pytest.approx(0.1)
+    assert result.regret == pytest.approx(1.0)
+    assert not result.hit
     assert result.compute_fraction == pytest.approx((200.0 - 40.0) / 200.0)
+    # A replay without t0: its own best is t3's 0.3; pruning t1 (0.5) costs nothing.
+    result = replay(bank, PruneWhen(lambda trial, v: trial == "t1"), InOrder(bank, [1, 3]), workers=1)
+    assert (result.best_found, result.replay_best, result.regret, result.hit) == (0.3, 0.3, 0.0, True)
+
+
+def test_a_pruned_trials_partial_value_never_counts_as_found() -> None:
+    doc = synthetic_bank()
+    # t3 reaches 0.05 at its 4th point, better than any final, then ends at 0.3 (strategy latest).
+    doc["objective"]["strategy"] = "latest"
+    doc["trials"][3]["points"] = _curve([1.0, 0.7, 0.5, 0.05, 0.3])
+    bank = parse_bank(doc)
+    result = replay(bank, PruneWhen(lambda trial, v: trial == "t3" and v < 0.1), InOrder(bank, [1, 3]))
+    assert {o.name: o.state for o in result.outcomes} == {"t1": "succeeded", "t3": "pruned"}
+    # Katib records 0.05 for the stopped t3 (its latest value), but only t1's 0.5 counts as found.
+    assert [o.observation for o in result.outcomes if o.name == "t3"] == [0.05]
+    assert result.best_found == 0.5
+    assert result.replay_best == 0.3
+    assert result.regret == pytest.approx((0.5 - 0.3) / bank.scale)
+
+
+def test_nothing_found_is_infinite_regret_and_nothing_to_find_is_none() -> None:
+    bank = parse_bank(synthetic_bank())
+    result = replay(bank, PruneWhen(lambda trial, v: True), InOrder(bank, [0, 1]), workers=2)
+    assert result.best_found is None and result.regret == math.inf and not result.hit
+    result = replay(bank, NoPruning(), InOrder(bank, [2]), workers=1)  # only the failed trial
+    assert result.replay_best is None and result.regret == 0.0
 
 
 def test_points_arrive_in_global_simulated_time_order() -> None:
@@ -175,12 +207,19 @@ def test_katib_medianstop_uses_the_mean_of_succeeded_trials_at_report_start_step
     bank = _medianstop_bank([1.0, 2.0, 100.0], [40.0, 40.0, 40.0, 30.0, 30.0])
     result = replay(bank, KatibMedianStop(Objective("val_loss", "minimize")), InOrder(bank), workers=1)
     last = result.outcomes[-1]
-    assert last.state == "succeeded"  # 30 at report 4 is not worse than the MEAN 34.33
+    assert last.state == "succeeded"  # best so far 30 at report 4 is not worse than the MEAN 34.33
 
     bank = _medianstop_bank([1.0, 2.0, 100.0], [40.0, 40.0, 40.0, 35.0, 35.0])
     result = replay(bank, KatibMedianStop(Objective("val_loss", "minimize")), InOrder(bank), workers=1)
     last = result.outcomes[-1]
     assert (last.state, last.points_seen) == ("pruned", 4)  # checked at exactly the 4th report
+
+
+def test_katib_medianstop_compares_the_best_so_far_as_the_sidecar_does() -> None:
+    # updateStopRules keeps optimalObjValue: 30 at report 2 is the best so far at report 4 (value 40).
+    bank = _medianstop_bank([1.0, 2.0, 100.0], [40.0, 30.0, 40.0, 40.0, 40.0])
+    result = replay(bank, KatibMedianStop(Objective("val_loss", "minimize")), InOrder(bank), workers=1)
+    assert result.outcomes[-1].state == "succeeded"
 
 
 def test_katib_medianstop_checks_once_and_needs_min_trials_at_creation() -> None:
@@ -196,7 +235,29 @@ def test_katib_medianstop_checks_once_and_needs_min_trials_at_creation() -> None
     assert result.pruned == 1
 
 
-@pytest.mark.parametrize("policy", ["optuna-median", "optuna-hyperband"])
+def test_katib_medianstop_non_finite_reports_count_and_nan_poisons_the_mean() -> None:
+    # A NaN report is a report (the 4th here), and NaN never replaces a finite best so far.
+    bank = _medianstop_bank([1.0, 1.0, 1.0], [9.0, 9.0, 9.0, "nan", 9.0])
+    result = replay(bank, KatibMedianStop(Objective("val_loss", "minimize")), InOrder(bank), workers=1)
+    assert (result.outcomes[-1].state, result.outcomes[-1].points_seen) == ("pruned", 4)
+    # A succeeded trial with NaN among its first 4 rows makes the mean (the rule value) NaN: no prune.
+    doc = {
+        "name": "ms",
+        "objective": {"metric": "val_loss", "direction": "minimize"},
+        "parameters": [{"name": "x", "type": "double", "min": 0, "max": 1}],
+        "trials": [
+            {"params": {"x": 0.5}, "points": _curve([1.0, "nan", 1.0, 1.0, 1.0])},
+            {"params": {"x": 0.5}, "points": _curve([1.0] * 5)},
+            {"params": {"x": 0.5}, "points": _curve([1.0] * 5)},
+            {"params": {"x": 0.5}, "points": _curve([9.0] * 5)},
+        ],
+    }
+    bank = parse_bank(doc)
+    result = replay(bank, KatibMedianStop(Objective("val_loss", "minimize")), InOrder(bank), workers=1)
+    assert result.pruned == 0
+
+
+@pytest.mark.parametrize("policy", ["optuna-median", "optuna-sh", "optuna-hyperband"])
 def test_real_optuna_pruners_replay(policy: str) -> None:
     doc = synthetic_bank()
     # Six more good trials so Optuna's median pruner (5 startup trials) has peers to compare to.
@@ -251,12 +312,12 @@ def test_the_callers_document_is_not_modified() -> None:
 def test_sampler_mode_goes_through_the_real_suggestion_service() -> None:
     bank = parse_bank(synthetic_bank())
     settings = BenchSettings(policies=("none",), seeds=1, workers=2, modes=("sampler",), sampler_budget=6)
-    [summary] = run_bench(bank, settings)
+    [summary] = run_bench(bank, settings).summaries
     [run] = summary.runs
     assert run.trials == 6
     assert run.compute_fraction == 1.0
     assert {o.bank_index for o in run.outcomes} <= {0, 1, 2, 3}
-    # Regret is consistent with the trials the sampler's suggestions were mapped to.
-    finals = [bank.final_objective(bank.trials[o.bank_index]) for o in run.outcomes if o.state == "succeeded"]
-    assert run.best_found == min(v for v in finals if v is not None)
-    assert run.regret == pytest.approx(run.best_found - 0.1)
+    # Without pruning every trial runs to its end: the replay finds its own best.
+    finals = [bank.final(bank.trials[o.bank_index]) for o in run.outcomes]
+    assert run.best_found == run.replay_best == min(v for v in finals if v is not None)
+    assert run.regret == 0.0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -73,6 +74,21 @@ class Bank:
     strategy: Strategy
     parameters: tuple[BankParameter, ...]
     trials: tuple[BankTrial, ...]
+    best_final: float = field(init=False)
+    median: float = field(init=False)
+    scale: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        finals = self.finals()
+        best = self.best_of(finals)
+        if best is None:
+            raise ConfigError(
+                "trials", f"no completed trial of bank {self.name!r} reports a finite {self.metric!r}"
+            )
+        median = float(statistics.median(finals))
+        object.__setattr__(self, "best_final", best)
+        object.__setattr__(self, "median", median)
+        object.__setattr__(self, "scale", abs(median - best) or 1.0)
 
     def better(self, a: float, b: float) -> bool:
         """True when objective value ``a`` is strictly better than ``b``."""
@@ -86,22 +102,46 @@ class Bank:
         """
         return apply_strategy((p.metrics.get(self.metric, math.nan) for p in points), self.strategy)
 
-    def final_objective(self, trial: BankTrial) -> float | None:
+    def final(self, trial: BankTrial) -> float | None:
+        """The observation Katib records when ``trial`` runs to its end, or None when it would not
+        count (the run failed, or it never reported a finite objective: MetricsUnavailable)."""
+        if trial.status != "completed":
+            return None
         return self.objective(trial.points)
 
-    def true_best(self) -> float:
-        """Best observation any trial of the bank reaches when run to its end."""
-        finals = [v for v in (self.final_objective(t) for t in self.trials) if v is not None]
-        if not finals:
-            raise ConfigError("trials", f"no trial of bank {self.name!r} reports a finite {self.metric!r}")
-        return min(finals) if self.direction == "minimize" else max(finals)
+    def best_of(self, values: Iterable[float | None]) -> float | None:
+        """The best of the non-None ``values`` in the objective's direction (None if there are none)."""
+        present = [v for v in values if v is not None]
+        if not present:
+            return None
+        return min(present) if self.direction == "minimize" else max(present)
 
-    def regret(self, found: float | None) -> float:
-        """How much worse ``found`` is than the bank's true best (>= 0; inf when nothing was found)."""
+    def finals(self) -> list[float]:
+        """Finals of every trial that would count when run to its end."""
+        return [v for v in (self.final(t) for t in self.trials) if v is not None]
+
+    def true_best(self) -> float:
+        """Best final of the bank (the best observation any trial records when run to its end)."""
+        return self.best_final
+
+    def median_final(self) -> float:
+        return self.median
+
+    def regret_scale(self) -> float:
+        """``|median final - best final|`` of the bank: what "a typical trial instead of the best one"
+        costs. Regrets are divided by it, so they compare across banks and metrics (1.0 when every
+        final is the same, where any regret is 0 anyway)."""
+        return self.scale
+
+    def shortfall(self, found: float | None, best: float | None) -> float:
+        """Normalized regret of finding ``found`` when ``best`` was there to be found (never negative;
+        0 when there was nothing to find; infinite when something was there and nothing was found)."""
+        if best is None:
+            return 0.0
         if found is None:
             return math.inf
-        best = self.true_best()
-        return found - best if self.direction == "minimize" else best - found
+        gap = found - best if self.direction == "minimize" else best - found
+        return max(0.0, gap) / self.regret_scale()
 
 
 @cache
@@ -199,7 +239,6 @@ def parse_bank(document: Mapping[str, Any]) -> Bank:
         parameters=tuple(params),
         trials=tuple(trials),
     )
-    bank.true_best()  # raises ConfigError when no trial reports the objective
     return bank
 
 

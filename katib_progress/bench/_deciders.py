@@ -7,7 +7,6 @@ and gRPC) live in ``_engine.py``; real Optuna pruners in ``_optuna.py``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -23,6 +22,7 @@ class Objective:
 
     metric: str
     direction: Direction
+    strategy: str | None = None  # Katib metricStrategies value; None: Katib's default for direction
 
 
 class Decider(Protocol):
@@ -62,42 +62,48 @@ class NoPruning:
 
 
 class KatibMedianStop:
-    """Stock Katib ``medianstop`` (v1beta1) as it actually behaves, re-implemented from its facts.
+    """Stock Katib ``medianstop`` (v1beta1) with the stock file metrics collector, as upstream applies it.
 
-    - History: for every trial that ended SUCCEEDED (early-stopped and failed trials never count),
-      the mean of its FIRST ``start_step`` reported objective values.
-    - Threshold: the arithmetic MEAN of those per-trial means (not a median), available once at
-      least ``min_trials_required`` trials succeeded; computed when a trial is created
-      (``GetEarlyStoppingRules`` is called then) and fixed for that trial's life.
-    - Rule: objective GREATER than threshold (minimize) / LESS than threshold (maximize), with
-      ``start_step``. The stock sidecar counts the objective's reports and evaluates the rule only at
-      the report whose count reaches ``start_step`` exactly (its counter keeps decreasing past zero
-      afterwards), so a trial is checked once. The sidecar meant to compare the best-so-far value,
-      but its best-so-far pointer never leaves the helper function, so the current value is compared;
-      ``best_so_far=True`` gives the intended behaviour instead.
-    - Only finite values count: the push collector never writes non-finite rows.
+    Modelled on kubeflow/katib ``pkg/earlystopping/v1beta1/medianstop/service.py``
+    (``MedianStopService.GetEarlyStoppingRules`` / ``get_median_value``),
+    ``pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go`` (``SyncAssignments``) and
+    ``cmd/metricscollector/v1beta1/file-metricscollector/main.go`` (``watchMetricsFile``,
+    ``updateStopRules``):
+
+    - Rule fixed at trial start: Katib asks for rules right after ``GetSuggestions`` (``SyncAssignments``)
+      and stores them in the new Trial's spec, so the threshold a trial is judged by is the one that held
+      when it was created.
+    - History (``get_median_value``): for every trial whose condition is SUCCEEDED (early-stopped and
+      failed trials never count), the mean of the first ``start_step`` objective rows of its observation
+      log. The threshold is the arithmetic MEAN of those per-trial means (not a median), once at least
+      ``min_trials_required`` trials succeeded; before that there is no rule.
+    - Rule: objective GREATER than the threshold (minimize) / LESS than it (maximize).
+    - Checked once, at ``start_step`` (``updateStopRules``): the sidecar counts the objective's reports
+      down from ``start_step`` and evaluates the rule only when the count reaches zero exactly (it keeps
+      decreasing past zero afterwards). It compares the best value so far (``optimalObjValue``, updated
+      with the objective type's ``<``/``>`` on every report).
+    - Non-finite reports: the JSON-format sidecar parses "nan"/"inf" with Go's ``ParseFloat``, so they
+      count as reports; Go's comparisons with NaN are false, so a NaN first value stays the best so far
+      and never prunes, and a NaN row in a succeeded trial's first ``start_step`` rows makes its mean,
+      and so the threshold, NaN (no trial is pruned after that), as Python's ``float`` arithmetic does
+      in the service.
     """
 
-    def __init__(
-        self,
-        objective: Objective,
-        *,
-        start_step: int = 4,
-        min_trials_required: int = 3,
-        best_so_far: bool = False,
-    ) -> None:
+    def __init__(self, objective: Objective, *, start_step: int = 4, min_trials_required: int = 3) -> None:
         if start_step < 1:
             raise ValueError(f"start_step must be >= 1, got {start_step}")
         if min_trials_required < 1:
             raise ValueError(f"min_trials_required must be >= 1, got {min_trials_required}")
         self.name = "katib-medianstop"
-        self._objective = objective
+        self._minimize = objective.direction == "minimize"
+        self._metric = objective.metric
         self._start_step = start_step
         self._min_trials = min_trials_required
-        self._best_so_far = best_so_far
         self._history: dict[str, float] = {}
         self._threshold: dict[str, float | None] = {}
-        self._reported: dict[str, list[float]] = {}
+        self._first: dict[str, list[float]] = {}  # the first start_step objective rows
+        self._count: dict[str, int] = {}
+        self._best: dict[str, float] = {}
         self._seen: dict[str, int] = {}
 
     def _current_threshold(self) -> float | None:
@@ -107,7 +113,18 @@ class KatibMedianStop:
 
     def start(self, trial: str) -> None:
         self._threshold[trial] = self._current_threshold()
-        self._reported[trial] = []
+        self._first[trial] = []
+        self._count[trial] = 0
+
+    def _record(self, trial: str, value: float) -> float:
+        """Count one report and update the best so far exactly as ``updateStopRules`` does."""
+        self._count[trial] += 1
+        if len(self._first[trial]) < self._start_step:
+            self._first[trial].append(value)
+        best = self._best.get(trial)
+        if best is None or (value < best if self._minimize else value > best):
+            self._best[trial] = best = value
+        return best
 
     def decide(self, point: ProgressPoint) -> Decision:
         trial = point.trial
@@ -116,33 +133,27 @@ class KatibMedianStop:
         if point.seq <= self._seen.get(trial, -1):
             return Decision(Verdict.CONTINUE, "repeated point", self.name)
         self._seen[trial] = point.seq
-        value = point.metrics.get(self._objective.metric)
-        if value is None or not math.isfinite(value):
-            return Decision(Verdict.CONTINUE, "no finite objective in this report", self.name)
-        reported = self._reported[trial]
-        reported.append(value)
+        value = point.metrics.get(self._metric)
+        if value is None:
+            return Decision(Verdict.CONTINUE, "no objective in this report", self.name)
+        best = self._record(trial, value)
         threshold = self._threshold[trial]
         if threshold is None:
-            return Decision(Verdict.CONTINUE, "fewer succeeded trials than min_trials_required", self.name)
-        if len(reported) != self._start_step:
+            return Decision(Verdict.CONTINUE, "no rule: fewer succeeded trials than required", self.name)
+        if self._count[trial] != self._start_step:
             return Decision(Verdict.CONTINUE, f"rule applies at report {self._start_step} only", self.name)
-        minimize = self._objective.direction == "minimize"
-        compared = (min(reported) if minimize else max(reported)) if self._best_so_far else value
-        worse = compared > threshold if minimize else compared < threshold
-        evidence = {"value": compared, "threshold": threshold, "reports": float(len(reported))}
+        worse = best > threshold if self._minimize else best < threshold
+        evidence = {"value": best, "threshold": threshold, "reports": float(self._count[trial])}
         if worse:
-            return Decision(
-                Verdict.PRUNE, f"{compared:.4g} worse than mean {threshold:.4g}", self.name, evidence
-            )
+            return Decision(Verdict.PRUNE, f"{best:.4g} worse than mean {threshold:.4g}", self.name, evidence)
         return Decision(
-            Verdict.CONTINUE, f"{compared:.4g} not worse than mean {threshold:.4g}", self.name, evidence
+            Verdict.CONTINUE, f"{best:.4g} not worse than mean {threshold:.4g}", self.name, evidence
         )
 
     def finish(self, trial: str, state: TrialEnd, observation: float | None) -> None:
-        reported = self._reported.pop(trial, [])
+        first = self._first.pop(trial, [])
         self._threshold.pop(trial, None)
-        if state == "succeeded" and reported:
-            first = reported[: self._start_step]
+        if state == "succeeded" and first:
             self._history[trial] = sum(first) / len(first)
 
     def close(self) -> None:

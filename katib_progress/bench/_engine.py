@@ -28,6 +28,8 @@ def pruning_config(
 ) -> PruningConfig:
     """Raises ConfigError naming the bad setting."""
     merged = {"policy": policy, **dict(settings or {})}
+    if objective.strategy is not None:
+        merged.setdefault("metric_strategy", objective.strategy)
     return PruningConfig.from_settings(objective.metric, objective.direction, merged)
 
 

@@ -9,7 +9,6 @@ frees its worker; the next trial starts at that moment.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,13 +40,24 @@ class TrialOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
+    """One replay. ``best_found`` is the best final among the trials that ran to their end (a pruned
+    trial's partial value never counts), ``replay_best`` the best final among all the replay's trials
+    (what running every one of them to its end finds), and ``regret`` the shortfall of the first from
+    the second divided by the bank's ``median final - best final`` (never negative)."""
+
     policy: str
     mode: str
     seed: int
     outcomes: tuple[TrialOutcome, ...]
     best_found: float | None
+    replay_best: float | None
     regret: float
     makespan_s: float
+
+    @property
+    def hit(self) -> bool:
+        """The replay's best trial ran to its end (regret 0)."""
+        return self.regret == 0.0
 
     @property
     def compute_used(self) -> float:
@@ -106,34 +116,30 @@ def _point(experiment: str, live: _Live, index: int) -> ProgressPoint:
     )
 
 
-def replay(
-    bank: Bank,
-    decider: Decider,
-    source: TrialSource,
-    *,
-    workers: int = 4,
-    experiment: str = "bench",
-    mode: str = "pruning",
-    seed: int = 0,
-) -> ReplayResult:
-    """Replay trials from ``source`` through ``decider``; return what happened."""
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    events: list[tuple[float, int, str]] = []
-    live: dict[str, _Live] = {}
-    outcomes: list[TrialOutcome] = []
-    counter = 0
-    now = 0.0
+class _Replay:
+    """The event loop of one replay: a heap of (time, order, trial) events, the live trials, and
+    what ended so far."""
 
-    def schedule(state: _Live) -> None:
-        nonlocal counter
+    def __init__(self, bank: Bank, decider: Decider, source: TrialSource, workers: int, experiment: str):
+        self.bank = bank
+        self.decider = decider
+        self.source = source
+        self.workers = workers
+        self.experiment = experiment
+        self.events: list[tuple[float, int, str]] = []
+        self.live: dict[str, _Live] = {}
+        self.outcomes: list[TrialOutcome] = []
+        self.counter = 0
+        self.now = 0.0
+
+    def schedule(self, state: _Live) -> None:
         t = state.start_s + state.trial.points[state.next_index].elapsed_s
-        heapq.heappush(events, (t, counter, state.name))
-        counter += 1
+        heapq.heappush(self.events, (t, self.counter, state.name))
+        self.counter += 1
 
-    def end(state: _Live, kind: TrialEnd, reached: int, reason: str, at_s: float) -> None:
+    def end(self, state: _Live, kind: TrialEnd, reached: int, reason: str, at_s: float) -> None:
         trial = state.trial
-        observation = bank.objective(trial.points[:reached])
+        observation = self.bank.objective(trial.points[:reached])
         used = (trial.points[reached - 1].elapsed_s if reached else 0.0) * trial.gpus
         outcome = TrialOutcome(
             name=state.name,
@@ -148,57 +154,81 @@ def replay(
             started_s=state.start_s,
             ended_s=at_s,
         )
-        outcomes.append(outcome)
-        decider.finish(state.name, kind, observation)
-        source.ended(outcome)
-        del live[state.name]
+        self.outcomes.append(outcome)
+        self.decider.finish(state.name, kind, observation)
+        self.source.ended(outcome)
+        del self.live[state.name]
 
-    def fill(at_s: float) -> None:
-        free = workers - len(live)
+    def fill(self, at_s: float) -> None:
+        free = self.workers - len(self.live)
         if free <= 0:
             return
-        for name, trial in source.next_trials(free, at_s):
+        for name, trial in self.source.next_trials(free, at_s):
             state = _Live(name, trial, at_s)
-            live[name] = state
-            decider.start(name)
+            self.live[name] = state
+            self.decider.start(name)
             if not trial.points:
-                end(state, "failed", 0, "no points recorded", at_s)
+                self.end(state, "failed", 0, "no points recorded", at_s)
                 continue
-            schedule(state)
+            self.schedule(state)
 
-    fill(0.0)
-    while events:
-        now, _, name = heapq.heappop(events)
-        state = live[name]
+    def step(self) -> None:
+        """Deliver the next point in simulated time and act on the decision."""
+        self.now, _, name = heapq.heappop(self.events)
+        state = self.live[name]
         index = state.next_index
-        decision = decider.decide(_point(experiment, state, index))
-        source.running(name, index + 1)
+        decision = self.decider.decide(_point(self.experiment, state, index))
+        self.source.running(name, index + 1)
         last = index == len(state.trial.points) - 1
         if decision.prune and not last:
-            end(state, "pruned", index + 1, decision.reason, now)
+            self.end(state, "pruned", index + 1, decision.reason, self.now)
         elif last:
             kind: TrialEnd = "failed" if state.trial.status == "failed" else "succeeded"
-            if kind == "succeeded" and bank.objective(state.trial.points) is None:
+            if kind == "succeeded" and self.bank.objective(state.trial.points) is None:
                 kind = "failed"  # Katib: objective missing -> MetricsUnavailable, counted as failed
-            end(state, kind, index + 1, decision.reason if decision.prune else "", now)
+            self.end(state, kind, index + 1, decision.reason if decision.prune else "", self.now)
         else:
             state.next_index += 1
-            schedule(state)
-            continue
-        fill(now)
+            self.schedule(state)
+            return
+        self.fill(self.now)
 
-    counted = [o.observation for o in outcomes if o.state != "failed" and o.observation is not None]
-    counted = [v for v in counted if math.isfinite(v)]
-    best: float | None = None
-    for value in counted:
-        if best is None or bank.better(value, best):
-            best = value
+    def run(self) -> None:
+        self.fill(0.0)
+        while self.events:
+            self.step()
+
+
+def _found_and_best(bank: Bank, outcomes: Sequence[TrialOutcome]) -> tuple[float | None, float | None]:
+    """(best final among trials that ran to their end, best final among all the replay's trials)."""
+    found = bank.best_of(o.observation for o in outcomes if o.state == "succeeded")
+    best = bank.best_of(bank.final(bank.trials[o.bank_index]) for o in outcomes)
+    return found, best
+
+
+def replay(
+    bank: Bank,
+    decider: Decider,
+    source: TrialSource,
+    *,
+    workers: int = 4,
+    experiment: str = "bench",
+    mode: str = "pruning",
+    seed: int = 0,
+) -> ReplayResult:
+    """Replay trials from ``source`` through ``decider``; return what happened."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    loop = _Replay(bank, decider, source, workers, experiment)
+    loop.run()
+    found, best = _found_and_best(bank, loop.outcomes)
     return ReplayResult(
         policy=decider.name,
         mode=mode,
         seed=seed,
-        outcomes=tuple(outcomes),
-        best_found=best,
-        regret=bank.regret(best),
-        makespan_s=now,
+        outcomes=tuple(loop.outcomes),
+        best_found=found,
+        replay_best=best,
+        regret=bank.shortfall(found, best),
+        makespan_s=loop.now,
     )

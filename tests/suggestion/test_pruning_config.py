@@ -13,11 +13,15 @@ from katib_progress.suggestion.pruning.policies import AnyOf, CostGuard, Diverge
 
 def test_defaults_and_string_settings_are_typed() -> None:
     config = PruningConfig.from_settings(
-        "eval_loss", "MINIMIZE", {"percentile": "30", "stall_spare_leader": "false", "startup_trials": "2"}
+        "eval_loss", "MINIMIZE", {"percentile": "30", "stall_min_points": "3", "startup_trials": "2"}
     )
     assert config.direction == "minimize"
     assert config.percentile == 30.0
-    assert config.stall_spare_leader is False
+    assert config.stall_min_points == 3
+    assert config.strategy == "min"  # Katib's default when minimizing
+    assert PruningConfig.from_settings("acc", "maximize", {}).strategy == "max"
+    latest = PruningConfig.from_settings("acc", "maximize", {"metric_strategy": "latest"})
+    assert latest.strategy == "latest"
     assert config.startup_trials == 2
     assert config.policy_names == ("divergence", "stall", "percentile")
 
@@ -31,9 +35,16 @@ def test_defaults_and_string_settings_are_typed() -> None:
         ({"policy": "median,bogus"}, "policy", "bogus"),
         ({"policy": "threshold"}, "settings", "threshold_lower or threshold_upper"),
         ({"min_resource": "lots"}, "min_resource", "lots"),
-        ({"deadline": "2026-01-01T00:00:00"}, "deadline", "timezone"),
+        ({"deadline": "2026-01-01T00:00:00"}, "deadline", "not an RFC 3339 timestamp"),
+        ({"deadline": "3600"}, "deadline", "not an RFC 3339 timestamp"),
+        ({"deadline": "1767225600"}, "deadline", "'1767225600'"),
+        ({"deadline": "2026-01-01t00:00:00Z"}, "deadline", "RFC 3339"),
+        ({"deadline": "2026-01-01T00:00:00z"}, "deadline", "RFC 3339"),
+        ({"deadline": "2026-02-30T00:00:00Z"}, "deadline", "invalid date"),
         ({"divergence_factor": "inf"}, "divergence_factor", "inf"),
         ({"frobnicate": "1"}, "frobnicate", "allowed:"),
+        ({"stall_min_points": "2"}, "stall_min_points", "greater than or equal to 3"),
+        ({"metric_strategy": "mean"}, "metric_strategy", "'mean'"),
     ],
 )
 def test_invalid_settings_name_the_setting_and_value(
@@ -64,12 +75,19 @@ def test_to_settings_round_trips() -> None:
             "threshold_lower": "0.1",
             "deadline": "2026-03-01T12:00:00+00:00",
             "gpu_hour_budget": "12.5",
-            "stall_spare_leader": "false",
+            "stall_min_points": "4",
+            "metric_strategy": "latest",
         },
     )
     again = PruningConfig.from_settings("acc", "maximize", config.to_settings())
     assert again == config
     assert again.deadline == datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_deadline_with_a_zone_offset_is_read_as_that_instant() -> None:
+    config = PruningConfig.from_settings("m", "minimize", {"deadline": "2026-03-01T14:00:00.5+02:00"})
+    assert config.deadline == datetime(2026, 3, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    assert PruningConfig.from_settings("m", "minimize", config.to_settings()) == config
 
 
 def test_default_policy_tree_keeps_divergence_outside_the_cost_guard() -> None:
@@ -88,3 +106,17 @@ def test_nop_builds_a_never_pruning_engine() -> None:
 def test_budget_settings_add_the_budget_policy() -> None:
     config = PruningConfig.from_settings("l", "minimize", {"policy": "median", "gpu_hour_budget": "3"})
     assert "budget" in build_policy(config).describe()
+
+
+def test_policy_names_the_registry_and_the_docs_agree() -> None:
+    from pathlib import Path
+
+    from katib_progress.suggestion.pruning._build import REGISTRY
+    from katib_progress.suggestion.pruning.config import POLICY_NAMES, settable_fields
+
+    assert set(REGISTRY) == set(POLICY_NAMES) - {"default"}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "pruning.md").read_text()
+    for name in POLICY_NAMES:
+        assert f"`{name}`" in docs, f"docs/pruning.md does not document policy {name}"
+    for setting in settable_fields():
+        assert f"`{setting}`" in docs, f"docs/pruning.md does not document setting {setting}"

@@ -63,9 +63,11 @@ def test_pruned_trials_are_told_to_optuna_as_pruned_with_their_intermediate_valu
     for i in range(2):
         _run(engine, f"good{i}", loss_curve(0.3, seed=i))
     assert _run(engine, "bad", loss_curve(1.5)) is not None
+    # The study mirrors the engine's history: it learns about ended trials at the next decision.
+    engine.decide(next(iter(points("next", loss_curve(0.3, seed=9)))))
     study = _optuna(engine).study
     states = [t.state for t in study.get_trials(deepcopy=False)]
-    assert states == [OptunaState.COMPLETE, OptunaState.COMPLETE, OptunaState.PRUNED]
+    assert states == [OptunaState.COMPLETE, OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.RUNNING]
     pruned = study.get_trials(deepcopy=False)[2]
     assert pruned.intermediate_values  # its curve on the progress grid
     assert pruned.value == pruned.intermediate_values[max(pruned.intermediate_values)]
@@ -128,11 +130,15 @@ def test_threshold_and_patient_wrapper() -> None:
     decision = _run(engine, "high", stalling_curve(at=0, level=1.3))
     assert decision is not None and decision.evidence["progress"] == 2.0
     # Optuna's PatientPruner only lets the wrapped pruner act once the curve got worse than it was
-    # ``patience`` steps ago: a slowly rising curve is pruned only after 10% of progress.
-    patient = _engine(policy="threshold", threshold_upper="1.0", warmup_progress="0", patience="10")
+    # ``patience`` steps ago: a slowly rising curve is pruned only after 10% of progress. The
+    # pruner sees what Katib records: with strategy latest the rising values, with strategy min
+    # (the default when minimizing) the running minimum, which never gets worse.
     rising = [(float(p), 1.3 + 0.001 * p) for p in range(2, 101, 2)]
+    settings = {"policy": "threshold", "threshold_upper": "1.0", "warmup_progress": "0", "patience": "10"}
+    patient = _engine(**settings, metric_strategy="latest")
     decision = _run(patient, "high", rising)
     assert decision is not None and decision.evidence["progress"] > 10.0
+    assert _run(_engine(**settings), "high", rising) is None
 
 
 def test_wilcoxon_prunes_a_trial_consistently_worse_than_the_best() -> None:
@@ -159,3 +165,14 @@ def test_optuna_policy_validation() -> None:
         OptunaPrunerPolicy(object(), name="x", direction=_engine().direction, grid_step=1.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="grid_step"):
         OptunaPrunerPolicy(optuna.pruners.NopPruner(), name="x", direction=_engine().direction, grid_step=0)
+
+
+@pytest.mark.parametrize("policy", ["successive_halving", "hyperband"])
+def test_bootstrap_count_never_prunes_every_trial(policy: str) -> None:
+    # Optuna prunes the first bootstrap_count trials to reach each rung: run one at a time, every
+    # trial would be pruned. The guard lets trials run until one has completed.
+    engine = _engine(policy=policy, bootstrap_count="3", min_resource="10")
+    results = [_run(engine, f"t{i}", loss_curve(0.3 + 0.05 * i, seed=i)) for i in range(4)]
+    assert results[0] is None  # the first trial completed
+    states = [engine.trial_state(f"t{i}") for i in range(4)]
+    assert any(s is not None and s.value == "complete" for s in states)

@@ -127,10 +127,33 @@ def test_stall_noise_threshold_scales_with_the_trials_noise() -> None:
 
 
 def test_stall_spares_the_leader_when_it_has_peers() -> None:
-    engine = _engine(StallPolicy(window=20, min_progress=30, spare_leader=True))
+    engine = _engine(StallPolicy(window=20, min_progress=30))
     assert _run(engine, "worse", _until(loss_curve(2.0))) is None  # keeps improving
     assert _run(engine, "leader", stalling_curve(at=10.0, level=0.5)) is None
     assert _run(engine, "loser", stalling_curve(at=10.0, level=2.5)) is not None
+
+
+def test_stall_never_prunes_the_leader_by_the_metric_strategy() -> None:
+    # Strategy latest (an overfitting objective): the peer's best-ever 0.3 does not count, its latest
+    # 1.0 does, so the stalled trial at 0.5 leads and is spared; with strategy min the peer leads.
+    peer = [(float(p), 0.3 if p < 20 else 1.0) for p in range(2, 30, 2)]  # below min_progress: not judged
+    for strategy, spared in (("latest", True), ("min", False)):
+        config = PruningConfig.from_settings(
+            "eval_loss", "minimize", {"policy": "nop", "metric_strategy": strategy}
+        )
+        engine = PruningEngine(config, policy=StallPolicy(window=20, min_progress=30))
+        for point in points("peer", peer):
+            engine.decide(point)
+        decision = _run(engine, "plateau", stalling_curve(at=10.0, level=0.5))
+        assert (decision is None) is spared, strategy
+
+
+def test_stall_says_when_its_window_holds_too_few_reports() -> None:
+    engine = _engine(StallPolicy(window=10, min_progress=30, min_points=5))
+    sparse = [(float(p), 1.0) for p in range(10, 101, 10)]  # one report per 10 %
+    decisions = [engine.decide(point) for point in points("sparse", sparse)]
+    assert not any(d.prune for d in decisions)
+    assert "stall_min_points is 5" in decisions[-1].reason
 
 
 @pytest.mark.parametrize(

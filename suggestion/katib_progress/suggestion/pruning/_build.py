@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from optuna.exceptions import ExperimentalWarning
 from optuna.pruners import (
@@ -67,61 +70,92 @@ def _make_pruner(name: str, c: PruningConfig) -> BasePruner:
     return pruner
 
 
+def _divergence(c: PruningConfig) -> Policy:
+    watch = tuple(m.strip() for m in c.divergence_metrics.split(",") if m.strip())
+    return DivergencePolicy(factor=c.divergence_factor, watch=watch)
+
+
+def _budget(c: PruningConfig) -> Policy:
+    return BudgetPolicy(deadline=c.deadline, gpu_hours=c.gpu_hour_budget, gpus_per_trial=c.gpus_per_trial)
+
+
+def _stall(c: PruningConfig) -> Policy:
+    return StallPolicy(
+        window=c.stall_window,
+        min_progress=c.stall_min_progress,
+        noise=c.stall_noise,
+        min_rel_improvement=c.stall_min_rel_improvement,
+        min_points=c.stall_min_points,
+        max_peers=c.min_trials - 1 if c.stall_alone_only else None,
+    )
+
+
+def _extrapolation(c: PruningConfig) -> Policy:
+    return ExtrapolationPolicy(min_progress=c.extrapolation_min_progress, p_threshold=c.extrapolation_p)
+
+
+def _optuna(name: str) -> Callable[[PruningConfig], Policy]:
+    def build(c: PruningConfig) -> Policy:
+        percentile = {"median": 50.0, "percentile": c.percentile}.get(name)
+        return OptunaPrunerPolicy(
+            _optuna_pruner(name, c),
+            name=name,
+            direction=Direction(c.direction),
+            grid_step=c.grid_step,
+            percentile=percentile,
+            strategy=c.strategy,
+            min_completed=1 if name in ("successive_halving", "hyperband") and c.bootstrap_count else 0,
+        )
+
+    return build
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEntry:
+    """One name of the ``policy`` setting: how it is built and where it sits in the tree.
+
+    ``outer`` policies (divergence, budget) stop a trial whatever its progress; ``guarded`` ones are
+    wrapped in the cost guard; ``build`` None means the name adds nothing (``nop``).
+    """
+
+    name: str
+    place: Literal["outer", "guarded"]
+    build: Callable[[PruningConfig], Policy] | None
+
+
+#: Every policy name of the ``policy`` setting (``default`` expands to ``DEFAULT_POLICIES``).
+#: ``PruningConfig`` validates names against ``POLICY_NAMES``; tests check both agree, and that
+#: docs/pruning.md documents every name and setting.
+REGISTRY: dict[str, PolicyEntry] = {
+    e.name: e
+    for e in (
+        PolicyEntry("divergence", "outer", _divergence),
+        PolicyEntry("budget", "outer", _budget),
+        PolicyEntry("stall", "guarded", _stall),
+        PolicyEntry("extrapolation", "guarded", _extrapolation),
+        *(PolicyEntry(name, "guarded", _optuna(name)) for name in OPTUNA_POLICIES),
+        PolicyEntry("nop", "outer", None),
+    )
+}
+
+
 def build_policy(config: PruningConfig) -> Policy:
     """AnyOf(divergence, budget, CostGuard(AnyOf(comparative and curve policies))), from ``policy``.
 
     Divergence and budget are outside the cost guard: a diverged trial or a spent budget stops a trial
-    whatever its progress. ``nop`` alone gives a policy that never prunes.
+    whatever its progress. ``nop`` alone gives a policy that never prunes. The budget policy is added
+    whenever ``deadline`` or ``gpu_hour_budget`` is set.
     """
-    direction = Direction(config.direction)
-    names = config.policy_names
+    names = [n for n in config.policy_names if n != "budget"]
+    if "budget" in config.policy_names or config.deadline is not None or config.gpu_hour_budget is not None:
+        names.append("budget")  # the budget always comes last among the outer policies
     outer: list[Policy] = []
     guarded: list[Policy] = []
     try:
-        for name in names:
-            if name == "nop":
-                continue
-            if name == "divergence":
-                watch = tuple(m.strip() for m in config.divergence_metrics.split(",") if m.strip())
-                outer.append(DivergencePolicy(factor=config.divergence_factor, watch=watch))
-            elif name == "budget":
-                continue
-            elif name == "stall":
-                guarded.append(
-                    StallPolicy(
-                        window=config.stall_window,
-                        min_progress=config.stall_min_progress,
-                        noise=config.stall_noise,
-                        min_rel_improvement=config.stall_min_rel_improvement,
-                        spare_leader=config.stall_spare_leader,
-                        max_peers=config.min_trials - 1 if config.stall_alone_only else None,
-                    )
-                )
-            elif name == "extrapolation":
-                guarded.append(
-                    ExtrapolationPolicy(
-                        min_progress=config.extrapolation_min_progress, p_threshold=config.extrapolation_p
-                    )
-                )
-            elif name in OPTUNA_POLICIES:
-                percentile = {"median": 50.0, "percentile": config.percentile}.get(name)
-                guarded.append(
-                    OptunaPrunerPolicy(
-                        _optuna_pruner(name, config),
-                        name=name,
-                        direction=direction,
-                        grid_step=config.grid_step,
-                        percentile=percentile,
-                    )
-                )
-        if "budget" in names or config.deadline is not None or config.gpu_hour_budget is not None:
-            outer.append(
-                BudgetPolicy(
-                    deadline=config.deadline,
-                    gpu_hours=config.gpu_hour_budget,
-                    gpus_per_trial=config.gpus_per_trial,
-                )
-            )
+        for name in names:  # in the order the setting names them
+            entry = REGISTRY[name]
+            if entry.build is not None:
+                (outer if entry.place == "outer" else guarded).append(entry.build(config))
     except ValueError as exc:
         if isinstance(exc, ConfigError):
             raise

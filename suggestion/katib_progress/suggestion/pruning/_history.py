@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 class Direction(enum.Enum):
@@ -23,6 +24,17 @@ class Direction(enum.Enum):
 
     def best(self, values: list[float]) -> float:
         return min(values) if self is Direction.MINIMIZE else max(values)
+
+
+#: Katib's metricStrategies: how a trial's observation is taken from its values.
+Strategy = Literal["min", "max", "latest"]
+
+
+def default_strategy(direction: Direction) -> Strategy:
+    """Katib's default when an Experiment names no strategy for its objective: min when minimizing,
+    max when maximizing (kubeflow/katib pkg/apis/controller/experiments/v1beta1/experiment_defaults.go,
+    ``Experiment.setDefaultObjective``)."""
+    return "min" if direction is Direction.MINIMIZE else "max"
 
 
 class TrialState(enum.Enum):
@@ -68,6 +80,16 @@ class TrialHistory:
 
     def best_value(self, direction: Direction) -> float | None:
         return direction.best(self.values) if self.values else None
+
+    def recorded(self, strategy: Strategy) -> float | None:
+        """The observation Katib would record if the trial ended now (finite values only)."""
+        if not self.values:
+            return None
+        if strategy == "min":
+            return min(self.values)
+        if strategy == "max":
+            return max(self.values)
+        return self.values[-1]
 
     def remaining_fraction(self) -> float | None:
         """Share of the trial's total compute still ahead, from the ETA when known, else progress."""
@@ -125,19 +147,32 @@ class ExperimentState:
     """Every trial the engine has seen for one experiment, plus experiment-wide accounting."""
 
     direction: Direction
+    strategy: Strategy = "min"
     trials: dict[str, TrialHistory] = field(default_factory=dict)
+    ended: list[str] = field(default_factory=list)  # trial names in the order they ended
 
     def peers(self, trial: str) -> list[TrialHistory]:
         return [t for name, t in self.trials.items() if name != trial]
 
     def best_other(self, trial: str) -> tuple[float, str] | None:
-        """Best objective value any other trial has observed, and which trial observed it."""
+        """Best recorded objective (by the metric strategy) among the other trials that can still be
+        found: running and completed ones (a pruned or failed trial's value is never the result), and
+        which trial holds it."""
         best: tuple[float, str] | None = None
         for t in self.peers(trial):
-            v = t.best_value(self.direction)
+            if t.state in (TrialState.PRUNED, TrialState.FAILED):
+                continue
+            v = t.recorded(self.strategy)
             if v is not None and (best is None or self.direction.better(v, best[0])):
                 best = (v, t.name)
         return best
+
+    def leads(self, trial: TrialHistory) -> bool:
+        """``trial`` holds the best recorded objective: at least one other running or completed trial
+        has a recorded value and none is better. A trial with no such peer does not lead."""
+        other = self.best_other(trial.name)
+        mine = trial.recorded(self.strategy)
+        return other is not None and mine is not None and not self.direction.better(other[0], mine)
 
     def gpu_seconds(self, gpus_per_trial: float) -> float:
         return sum((t.elapsed_s or 0.0) for t in self.trials.values()) * gpus_per_trial

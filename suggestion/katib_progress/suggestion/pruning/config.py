@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.pruning import PruningSpec
+from katib_progress.core.timefmt import parse_rfc3339
+from katib_progress.suggestion.pruning._history import Direction, Strategy, default_strategy
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
@@ -56,7 +58,12 @@ class PruningConfig(BaseModel):
     stall_min_progress: float = Field(default=40.0, ge=0, le=100)
     stall_noise: float = Field(default=1.0, ge=0)
     stall_min_rel_improvement: float = Field(default=0.001, ge=0)
-    stall_spare_leader: bool = True
+    #: Reports a stall window must hold before the trial is judged (a sparser trial is not judged,
+    #: and its decision says why).
+    stall_min_points: int = Field(default=5, ge=3)
+    #: The objective's metric strategy, as the Experiment's ``metricStrategies`` (Katib's default
+    #: follows the objective type: min when minimizing, max when maximizing).
+    metric_strategy: Literal["min", "max", "latest"] | None = None
     #: Stall judges a trial only while fewer than ``min_trials`` peers have reached its progress;
     #: with enough peers the percentile/median comparison decides (measured: see docs/benchmarks.md).
     stall_alone_only: bool = True
@@ -95,12 +102,18 @@ class PruningConfig(BaseModel):
             raise ValueError(f"min_resource must be within (0, 100] percent, got {value!r}")
         return value
 
-    @field_validator("deadline")
+    @field_validator("deadline", mode="before")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError(f"deadline must carry a timezone (RFC 3339), got {value.isoformat()}")
-        return value
+    def _deadline(cls, value: object) -> datetime | None:
+        """Strict RFC 3339 (as Go parses it): a bare number, a lower-case ``t``/``z`` or a missing zone
+        is refused instead of being read as seconds since 1970 or local time."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"deadline must carry a timezone (RFC 3339), got {value.isoformat()}")
+            return value
+        return parse_rfc3339(value, field="deadline")
 
     @model_validator(mode="after")
     def _threshold_bounds(self) -> PruningConfig:
@@ -116,6 +129,14 @@ class PruningConfig(BaseModel):
                 f"threshold_upper {self.threshold_upper}"
             )
         return self
+
+    @property
+    def strategy(self) -> Strategy:
+        """The objective's metric strategy (``metric_strategy``, else Katib's default for the
+        direction)."""
+        if self.metric_strategy is not None:
+            return self.metric_strategy
+        return default_strategy(Direction(self.direction))
 
     @property
     def policy_names(self) -> tuple[str, ...]:

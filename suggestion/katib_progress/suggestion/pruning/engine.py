@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from katib_progress.core.types import Decision, ProgressPoint, Verdict
@@ -56,10 +57,11 @@ class PruningEngine:
         self.config = config
         self.policy = policy if policy is not None else build_policy(config)
         self.direction = Direction(config.direction)
-        self.state = ExperimentState(self.direction)
+        self.state = ExperimentState(self.direction, config.strategy)
         self._ledgers: dict[str, _Ledger] = {}
         self.points = 0
         self.repeats = 0
+        self._rebuilding = False
 
     def _trial(self, name: str) -> TrialHistory:
         trial = self.state.trials.get(name)
@@ -97,7 +99,12 @@ class PruningEngine:
         ledger.last_seq, ledger.last = point.seq, decision
         if decision.prune:
             ledger.final = decision
-            _log.info("pruning %s: %s", point.trial, decision.reason)
+            _log.log(
+                logging.DEBUG if self._rebuilding else logging.INFO,
+                "pruning %s: %s",
+                point.trial,
+                decision.reason,
+            )
             self._end(trial, TrialState.PRUNED)
         return decision
 
@@ -134,7 +141,38 @@ class PruningEngine:
 
     def _end(self, trial: TrialHistory, state: TrialState) -> None:
         trial.state = state
-        self.policy.on_trial_end(trial, state)
+        self.state.ended.append(trial.name)
+
+    def rebuild(
+        self, points: Iterable[ProgressPoint], ends: Mapping[str, TrialState | str] | None = None
+    ) -> int:
+        """Restore the experiment's state from stored observations (a restarted service, a resumed
+        sweep): replay ``points`` (every stored progress point of every trial, any order) in time
+        order through the policies, and end each trial named in ``ends`` (its final state:
+        ``complete``, ``pruned``, ``failed`` or Katib's names) right after its last stored point.
+
+        Decisions are recomputed exactly as the live engine made them, so later points get the same
+        decisions as from an engine that never stopped; a trial stored as pruned stays pruned even
+        if the replay would not prune it. Returns how many points were replayed. Call it on a fresh
+        engine, before any live point."""
+        if self.points or self._ledgers:
+            raise RuntimeError("rebuild() needs a fresh engine (it already decided points)")
+        ordered = sorted(enumerate(points), key=lambda item: (item[1].timestamp, item[0]))
+        last_index: dict[str, int] = {}
+        for i, (_, point) in enumerate(ordered):
+            last_index[point.trial] = i
+        ends = dict(ends or {})
+        self._rebuilding = True
+        try:
+            for trial in [t for t in ends if t not in last_index]:
+                self.finish(trial, ends[trial])
+            for i, (_, point) in enumerate(ordered):
+                self.decide(point)
+                if last_index[point.trial] == i and point.trial in ends:
+                    self.finish(point.trial, ends[point.trial])
+        finally:
+            self._rebuilding = False
+        return len(ordered)
 
     def forget(self, trial: str) -> None:
         """Drop the idempotence ledger of an ended trial (its curve stays for peers)."""

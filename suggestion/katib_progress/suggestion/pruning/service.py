@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +40,19 @@ class UnknownExperimentError(LookupError):
     """A point arrived without a config for an experiment the hub has no config for."""
 
 
+#: experiment -> (stored progress points of every trial, final state of every ended trial), or None.
+HistoryLoader = Callable[[str], tuple[Iterable[ProgressPoint], Mapping[str, str]] | None]
+
+
 class PruningHub:
     """Engines per experiment, shared by the Pruning servicer, the EarlyStopping servicer and the
     suggestion service (which reads curves)."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: HistoryLoader | None = None) -> None:
+        """``history(experiment)`` returns the stored points and trial ends of an experiment (or
+        None); it is called when the hub first meets an experiment, so a restarted service rebuilds
+        the engine (``PruningEngine.rebuild``) instead of forgetting every curve."""
+        self._history = history
         self._slots: dict[str, _Slot] = {}
         self._trial_experiment: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -70,6 +79,12 @@ class PruningHub:
             if slot is not None:
                 _log.warning("experiment %s: pruning config changed; starting a fresh engine", experiment)
             engine = PruningEngine(config)
+            if self._history is not None:
+                stored = self._history(experiment)
+                if stored is not None:
+                    points, ends = stored
+                    replayed = engine.rebuild(points, ends)
+                    _log.info("experiment %s: rebuilt from %d stored points", experiment, replayed)
             self._slots[experiment] = _Slot(engine, authoritative)
             return engine
 

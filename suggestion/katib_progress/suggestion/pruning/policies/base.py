@@ -1,13 +1,19 @@
-"""The policy contract: one ``decide(ctx) -> Decision`` method, plus an optional end-of-trial hook."""
+"""The policy contract: an abstract base class with one decision method, ``decide(ctx) -> Decision``.
+
+Policies hold no experiment state: everything they judge by is in the engine's history (``ctx``), so a
+restarted engine that rebuilds its history from stored observations decides as before. What a policy
+may keep is a cache derived from that history (a fitted curve, an Optuna study mirroring it).
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from katib_progress.core.types import Decision, ProgressPoint, Verdict
-from katib_progress.suggestion.pruning._history import Direction, ExperimentState, TrialHistory, TrialState
+from katib_progress.suggestion.pruning._history import Direction, ExperimentState, TrialHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +35,7 @@ class PolicyContext:
         return self.trial.last_progress
 
 
-class Policy:
+class Policy(ABC):
     """Base class of every pruning policy.
 
     Subclasses implement :meth:`decide`; validation of their settings happens in ``__init__`` and
@@ -38,11 +44,9 @@ class Policy:
 
     name = "policy"
 
+    @abstractmethod
     def decide(self, ctx: PolicyContext) -> Decision:
-        raise NotImplementedError
-
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
-        """Called once when a trial ends (completed, pruned or failed). Default: nothing."""
+        """CONTINUE or PRUNE ``ctx.trial`` at ``ctx.point``, with a reason a person can read."""
 
     def describe(self) -> str:
         return self.name
@@ -79,10 +83,6 @@ class AnyOf(Policy):
             for key, value in decision.evidence.items():
                 evidence[f"{decision.policy or policy.name}.{key}"] = value
         return Decision(Verdict.CONTINUE, "; ".join(reasons), self.describe(), evidence)
-
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
-        for policy in self.policies:
-            policy.on_trial_end(trial, state)
 
     def describe(self) -> str:
         return "any_of(" + ",".join(p.describe() for p in self.policies) + ")"

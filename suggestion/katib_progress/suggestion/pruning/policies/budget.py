@@ -81,7 +81,7 @@ class BudgetPolicy(Policy):
 
     def _leads(self, ctx: PolicyContext) -> bool:
         other = ctx.experiment.best_other(ctx.trial.name)
-        mine = ctx.trial.best_value(ctx.direction)
+        mine = ctx.trial.recorded(ctx.experiment.strategy)
         if mine is None:
             return False
         return other is None or not ctx.direction.better(other[0], mine)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from katib_progress.core.types import Decision, Verdict
-from katib_progress.suggestion.pruning._history import TrialHistory, TrialState
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
 
 
@@ -47,9 +46,6 @@ class CostGuard(Policy):
             self.name,
             evidence,
         )
-
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
-        self.inner.on_trial_end(trial, state)
 
     def describe(self) -> str:
         return f"cost_guard({self.inner.describe()})"

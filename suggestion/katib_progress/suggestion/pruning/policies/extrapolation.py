@@ -9,7 +9,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from katib_progress.core.types import Decision, Verdict
-from katib_progress.suggestion.pruning._history import Direction, TrialHistory, TrialState
+from katib_progress.suggestion.pruning._history import Direction
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
 
 
@@ -188,6 +188,3 @@ class ExtrapolationPolicy(Policy):
         fc = forecast(x, sign * np.asarray(values))
         self._fits[trial] = (progress[-1], fc)
         return fc
-
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
-        self._fits.pop(trial.name, None)

@@ -18,7 +18,13 @@ from optuna.pruners import BasePruner
 from optuna.trial import TrialState as OptunaState
 
 from katib_progress.core.types import Decision, Verdict
-from katib_progress.suggestion.pruning._history import Direction, TrialHistory, TrialState
+from katib_progress.suggestion.pruning._history import (
+    Direction,
+    ExperimentState,
+    Strategy,
+    TrialHistory,
+    TrialState,
+)
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
 
 _log = logging.getLogger(__name__)
@@ -35,6 +41,7 @@ _STATES = {
 class _Live:
     trial: optuna.Trial
     reported: int = 0
+    recorded: float | None = None  # running min/max of the reported grid values (strategy min/max)
 
 
 class OptunaPrunerPolicy(Policy):
@@ -52,6 +59,8 @@ class OptunaPrunerPolicy(Policy):
         direction: Direction,
         grid_step: float,
         percentile: float | None = None,
+        strategy: Strategy = "min",
+        min_completed: int = 0,
     ) -> None:
         if not isinstance(pruner, BasePruner):
             raise ValueError(f"pruner must be an optuna BasePruner, got {pruner!r}")
@@ -61,6 +70,8 @@ class OptunaPrunerPolicy(Policy):
         self._direction = direction
         self._grid_step = grid_step
         self._percentile = percentile
+        self._strategy = strategy
+        self._min_completed = min_completed
         # A fixed study name: HyperbandPruner assigns brackets by hashing the study name, so a
         # random name would make decisions irreproducible across runs and restarts.
         self.study = optuna.create_study(
@@ -71,6 +82,7 @@ class OptunaPrunerPolicy(Policy):
             storage=optuna.storages.InMemoryStorage(),
         )
         self._live: dict[str, _Live] = {}
+        self._told = 0  # how many of the experiment's ended trials the study has been told about
 
     def _sync(self, trial: TrialHistory) -> _Live | None:
         live = self._live.get(trial.name)
@@ -80,16 +92,43 @@ class OptunaPrunerPolicy(Policy):
             live = self._live[trial.name] = _Live(self.study.ask())
         if len(trial.grid) > live.reported:
             for step, value in list(trial.grid.items())[live.reported :]:
-                live.trial.report(value, step)
+                live.trial.report(self._as_recorded(live, value), step)
             live.reported = len(trial.grid)
         return live
 
+    def _sync_ended(self, experiment: ExperimentState) -> None:
+        """Tell the study about trials that ended since the last decision, in the order they ended."""
+        for name in experiment.ended[self._told :]:
+            self._tell(experiment.trials[name])
+        self._told = len(experiment.ended)
+
+    def _as_recorded(self, live: _Live, value: float) -> float:
+        """What Katib would record at this step: the running min/max for strategy min/max, the value
+        itself for latest. Every trial is reported the same way, so the pruner compares like with
+        like. (Optuna's pruners still take the judged trial's best reported value; with strategy
+        latest that is its best so far, not its latest.)"""
+        if self._strategy == "latest":
+            return value
+        pick = min if self._strategy == "min" else max
+        live.recorded = value if live.recorded is None else pick(live.recorded, value)
+        return live.recorded
+
     def decide(self, ctx: PolicyContext) -> Decision:
+        self._sync_ended(ctx.experiment)
         live = self._sync(ctx.trial)
         if live is None:
             return Decision(Verdict.CONTINUE, f"no {ctx.objective} value yet", self.name)
         if not live.trial.should_prune():
             return Decision(Verdict.CONTINUE, "", self.name)
+        completed = sum(t.state is TrialState.COMPLETE for t in ctx.experiment.trials.values())
+        if completed < self._min_completed:
+            # Optuna's bootstrap_count prunes the first trials to reach each rung; without this guard
+            # every trial of a small experiment can be pruned and none finishes.
+            return Decision(
+                Verdict.CONTINUE,
+                f"{self.name} would prune, but no trial has completed yet (bootstrap_count guard)",
+                self.name,
+            )
         return self._explain(ctx)
 
     def _explain(self, ctx: PolicyContext) -> Decision:
@@ -130,14 +169,15 @@ class OptunaPrunerPolicy(Policy):
             reason = f"{self.name}: {ctx.objective} {best:.4g} at {at:.0f}% pruned by the Optuna pruner"
         return Decision(Verdict.PRUNE, reason, self.name, evidence)
 
-    def on_trial_end(self, trial: TrialHistory, state: TrialState) -> None:
+    def _tell(self, trial: TrialHistory) -> None:
+        state = trial.state
         live = self._sync(trial)
         if live is None:
             return
         self._live.pop(trial.name, None)
         optuna_state = _STATES.get(state, OptunaState.FAIL)
         if optuna_state is OptunaState.COMPLETE:
-            final = trial.last_value
+            final = trial.recorded(self._strategy)
             if final is None or not math.isfinite(final):
                 optuna_state = OptunaState.FAIL
             else:

@@ -17,9 +17,11 @@ class StallPolicy(Policy):
     improved by less than ``max(noise * residual_sd, min_rel_improvement * |level|)``.
 
     The residual standard deviation of that fit is the trial's own noise, so noisy curves need a
-    bigger move to count as progress and smooth curves a smaller one. Needs no peers. With
-    ``spare_leader`` a trial whose best value beats every peer's is left alone (a converged winner
-    costs nothing to finish and its late gains matter most); a trial with no peers is never spared.
+    bigger move to count as progress and smooth curves a smaller one. Needs no peers. The current
+    leader (best recorded objective by the metric strategy among running and completed trials) is
+    never pruned: a converged winner costs little to finish and is the result. A trial with no peers
+    leads nothing and can be pruned (the lone-trial case). A trial whose window holds fewer than
+    ``min_points`` reports is not judged, and the decision says so.
     """
 
     name = "stall"
@@ -32,7 +34,6 @@ class StallPolicy(Policy):
         min_points: int = 5,
         noise: float = 1.0,
         min_rel_improvement: float = 0.001,
-        spare_leader: bool = True,
         max_peers: int | None = None,
     ) -> None:
         if not (0 < window <= 100):
@@ -50,7 +51,6 @@ class StallPolicy(Policy):
         self.min_points = min_points
         self.noise = noise
         self.min_rel_improvement = min_rel_improvement
-        self.spare_leader = spare_leader
         if max_peers is not None and max_peers < 0:
             raise ValueError(f"stall max_peers must be >= 0 or None, got {max_peers}")
         self.max_peers = max_peers
@@ -77,7 +77,12 @@ class StallPolicy(Policy):
         x = np.asarray(trial.progress[lo:])
         y = np.asarray(trial.values[lo:])
         if len(x) < self.min_points or x[-1] - x[0] <= 0:
-            return Decision(Verdict.CONTINUE, "", self.name)
+            return Decision(
+                Verdict.CONTINUE,
+                f"not judged: {len(x)} reports in the last {self.window:g}% of progress, "
+                f"stall_min_points is {self.min_points}",
+                self.name,
+            )
         xc, yc = x - x.mean(), y - y.mean()
         slope = float(xc @ yc) / float(xc @ xc)
         residual = yc - slope * xc
@@ -95,7 +100,7 @@ class StallPolicy(Policy):
         }
         if improvement >= needed:
             return Decision(Verdict.CONTINUE, "", self.name, evidence)
-        if self.spare_leader and self._leads(ctx):
+        if ctx.experiment.leads(trial):
             return Decision(Verdict.CONTINUE, "stalled but leading; spared", self.name, evidence)
         return Decision(
             Verdict.PRUNE,
@@ -104,8 +109,3 @@ class StallPolicy(Policy):
             self.name,
             evidence,
         )
-
-    def _leads(self, ctx: PolicyContext) -> bool:
-        other = ctx.experiment.best_other(ctx.trial.name)
-        mine = ctx.trial.best_value(ctx.direction)
-        return other is not None and mine is not None and not ctx.direction.better(other[0], mine)
