@@ -1,109 +1,299 @@
-"""GetSuggestions latency of the suggestion service over real gRPC (loopback).
+"""Suggestion service benchmark: latency and search quality against a baseline service, over gRPC.
 
-For tpe, multivariate-tpe and random: a history of N completed trials (named as this service
-names them, parameters drawn at random, objective from a formula) is sent the way Katib sends
-it; the service then answers repeated requests, each reporting the previous suggestion as done.
-Also timed: the first call after a restart at the largest N (the study is rebuilt from the
-request). Run: ``.venv/bin/python benchmarks/bench_suggestion.py [--quick]``.
+Both services run as separate processes on loopback and are driven the way Katib's suggestion
+controller drives them (whole trial list in every request). Calls alternate between the two
+services so machine load hits both alike.
+
+Latency: per algorithm, one experiment per service grows to 1,000 trials with 3 suggestions per
+call, every suggestion reported Succeeded (the ``ml`` function) before the next call. Median and
+p95 of the calls that start at 10, 100, 300 and 1,000 trials; then "first call after a restart":
+a fresh process of our service gets the whole history at that size (the baseline cannot: Katib's
+stock service only knows trials it issued itself in the same process).
+
+Quality: per algorithm, function and seed (``random_state``), a 60-trial sequential loop (one
+suggestion per call); "best" is the noise-free value of the trial with the best observed value
+(what Katib reports as the best trial). Per-seed wins compare the two services on the same seed.
+
+The baseline is Katib's stock Optuna suggestion service, built by the reader from Katib's source
+(docs/suggestion.md). Katib's service serves one experiment per process (its first request fixes
+the study), so the benchmark starts it anew for every experiment from ``--baseline-cmd``.
+
+    python benchmarks/bench_suggestion.py --baseline-cmd '/path/run-katib-optuna.sh {address}'
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from katib_progress.suggestion._names import trial_name
-from katib_progress.suggestion.server import create_server
-from tests.suggestion.katib_fake import Cond, FakeKatib, FakeTrial, default_objective, experiment
+from benchmarks.suggestion_functions import FUNCTIONS, ml, typed
+from benchmarks.suggestion_services import (
+    Driver,
+    ServiceSpec,
+    baseline_spec,
+    load_text,
+    log_dir,
+    ours_command,
+    running,
+)
 
-SEED = 7
-
-
-def history(name: str, n: int) -> list[FakeTrial]:
-    rng = random.Random(n)
-    trials = []
-    for k in range(n):
-        params = (
-            ("lr", repr(10 ** rng.uniform(-4, -1))),
-            ("layers", str(rng.randint(1, 8))),
-            ("optimizer", rng.choice(["sgd", "adam", "rmsprop"])),
-        )
-        trial = FakeTrial(trial_name(name, SEED, k), params, Cond.SUCCEEDED)
-        trial.metrics["loss"] = repr(default_objective(dict(params)))
-        trials.append(trial)
-    return trials
+BOTH = ("tpe", "multivariate-tpe", "cmaes", "random", "grid")
+OURS_ONLY = ("gp", "qmc")
+QUALITY_ALGORITHMS = ("tpe", "multivariate-tpe", "cmaes", "random")
+SIZES = (10, 100, 300, 1000)
+PER_CALL = 3
+LATENCY_SEED = 7
 
 
-def timed_ask(katib: FakeKatib) -> float:
-    """One GetSuggestions round trip in ms (the request is built before the clock starts)."""
-    request = katib.request(1)
-    t0 = time.perf_counter()
-    reply = katib.stub.GetSuggestions(request, timeout=120)
-    elapsed = (time.perf_counter() - t0) * 1000
-    for pa in reply.parameter_assignments:
-        katib.trials.append(FakeTrial(pa.trial_name, tuple((a.name, a.value) for a in pa.assignments)))
-    return elapsed
-
-
-def measure(algorithm: str, n: int, calls: int) -> tuple[float, list[float]]:
-    """(first call, steady calls) in milliseconds, each on a fresh server."""
-    name = f"bench-{algorithm}-{n}"
-    server = create_server(["127.0.0.1:0"])
-    server.start()
-    try:
-        katib = FakeKatib(
-            server.bound_addresses[0],
-            experiment(name=name, algorithm=algorithm, settings={"random_state": str(SEED)}),
-        )
-        katib.trials = history(name, n)
-        first = timed_ask(katib)  # the first request rebuilds the study (as after a restart)
-        steady = []
-        for _ in range(calls):
-            katib.finish(katib.running()[0])
-            steady.append(timed_ask(katib))
-        katib.close()
-        return first, steady
-    finally:
-        server.stop(0)
-
-
-def p95(values: list[float]) -> float:
+def p95(values: Sequence[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: small histories, few calls")
-    args = parser.parse_args()
-    sizes = [10, 100] if args.quick else [10, 100, 500, 1000]
-    calls = 5 if args.quick else 30
-    algorithms = ["tpe", "multivariate-tpe", "random"]
-    console = Console()
-    table = Table(title=f"GetSuggestions latency over gRPC ({calls} calls per row, 1 suggestion per call)")
-    for col in ("algorithm", "completed trials", "median ms", "p95 ms"):
-        table.add_column(col, justify="right" if col != "algorithm" else "left")
-    restart = Table(title=f"First GetSuggestions after a restart at {sizes[-1]} trials (study rebuilt)")
-    restart.add_column("algorithm")
-    restart.add_column("first call ms", justify="right")
-    for algorithm in algorithms:
+def _settings(algorithm: str, seed: int) -> dict[str, str]:
+    settings = {"random_state": str(seed)}
+    if algorithm == "hyperband":
+        settings.update({"resource_name": "k", "r_l": "16"})
+    return settings
+
+
+@contextmanager
+def _service(spec: ServiceSpec | None, logs: Path) -> Iterator[str | None]:
+    if spec is None:
+        yield None
+        return
+    with running(spec, logs) as address:
+        yield address
+
+
+def _complete(driver: Driver, trials: Sequence[Any], seed: int) -> None:
+    for trial in trials:
+        index = len(driver.katib.trials)
+        value = ml(typed(dict(trial.assignments)), np.random.default_rng([seed, index]))
+        driver.succeed(trial, value)
+
+
+def latency(
+    algorithm: str,
+    ours: ServiceSpec,
+    baseline: ServiceSpec | None,
+    calls: int,
+    sizes: Sequence[int],
+    logs: Path,
+) -> dict[str, Any]:
+    """Steady-state latency per size for both services, and our first call after a restart."""
+    name = f"lat-{algorithm}"
+    max_trials = sizes[-1] + PER_CALL * calls + 10
+    out: dict[str, Any] = {"ours": {}, "baseline": {}, "restart": {}}
+    histories: dict[int, list[Any]] = {}
+    with ExitStack() as stack:
+        addresses = {"ours": stack.enter_context(_service(ours, logs))}
+        addresses["baseline"] = stack.enter_context(_service(baseline, logs))
+        drivers = {
+            label: Driver(address, name, algorithm, _settings(algorithm, LATENCY_SEED), max_trials)
+            for label, address in addresses.items()
+            if address is not None
+        }
+        ends = [*sizes[1:], sizes[-1] + PER_CALL * calls + 1]
+        windows = {n: range(n, min(n + PER_CALL * calls, end)) for n, end in zip(sizes, ends, strict=True)}
+        step = 0
+        while (n := len(drivers["ours"].katib.trials)) < sizes[-1] + PER_CALL * calls:
+            size = next((s for s, w in windows.items() if n in w), None)
+            count = PER_CALL if size is not None else min(PER_CALL, min(s for s in sizes if s > n) - n)
+            if size is not None and size not in histories:
+                histories[size] = [t.to_proto() for t in drivers["ours"].katib.trials]
+            order = list(drivers) if step % 2 == 0 else list(reversed(drivers))
+            for label in order:
+                elapsed, new = drivers[label].ask(count)
+                _complete(drivers[label], new, LATENCY_SEED)
+                if size is not None:
+                    out[label].setdefault(size, []).append(elapsed)
+            step += 1
+        for driver in drivers.values():
+            driver.close()
+    for size, history in histories.items():
+        with _service(ours, logs) as address:
+            assert address is not None
+            driver = Driver(address, name, algorithm, _settings(algorithm, LATENCY_SEED), max_trials)
+            request = driver.katib.request(PER_CALL)
+            del request.trials[:]
+            request.trials.extend(history)
+            request.total_request_number = len(history) + PER_CALL
+            stub = driver.katib.stub
+            start = time.perf_counter()
+            stub.GetSuggestions(request, timeout=300)
+            out["restart"][size] = time.perf_counter() - start
+            driver.close()
+    return out
+
+
+def quality_loop(drivers: dict[str, Driver], function: str, seed: int, trials: int) -> dict[str, float]:
+    """Sequential loops on every driver, calls alternating; the noise-free value of each best trial."""
+    func = FUNCTIONS[function]
+    best: dict[str, tuple[float, float]] = {label: (math.inf, math.inf) for label in drivers}
+    for i in range(trials):
+        order = list(drivers) if i % 2 == 0 else list(reversed(drivers))
+        for label in order:
+            driver = drivers[label]
+            _, (trial,) = driver.ask(1)
+            params = typed(dict(trial.assignments))
+            observed = func(params, np.random.default_rng([seed, i]))
+            driver.succeed(trial, observed)
+            if observed < best[label][0]:
+                best[label] = (observed, func(params, None))
+    return {label: value for label, (_, value) in best.items()}
+
+
+def quality(
+    algorithm: str, ours: ServiceSpec, baseline: ServiceSpec | None, seeds: int, trials: int, logs: Path
+) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    with running(ours, logs) as ours_address:
+        for function in FUNCTIONS:
+            results: dict[str, list[float]] = {"ours": [], "baseline": []}
+            for seed in range(seeds):
+                name = f"q-{algorithm}-{function}-{seed}"
+                with _service(baseline, logs) as base_address:
+                    addresses = {"ours": ours_address, "baseline": base_address}
+                    drivers = {
+                        label: Driver(address, name, algorithm, _settings(algorithm, seed), trials)
+                        for label, address in addresses.items()
+                        if address is not None
+                    }
+                    best = quality_loop(drivers, function, seed, trials)
+                    for driver in drivers.values():
+                        driver.close()
+                for label, value in best.items():
+                    results[label].append(value)
+            out[function] = results
+    return out
+
+
+def _ratio(ours: float, base: float | None) -> str:
+    return "-" if base is None or base == 0 else f"{ours / base:.2f}"
+
+
+def latency_table(results: dict[str, Any], sizes: Sequence[int], calls: int) -> Table:
+    table = Table(
+        title=f"GetSuggestions latency, ms ({PER_CALL} suggestions per call, {calls} calls per cell)"
+    )
+    for col in (
+        "algorithm",
+        "trials",
+        "ours median",
+        "ours p95",
+        "katib median",
+        "katib p95",
+        "median ratio",
+        "p95 ratio",
+        "ours first call after restart",
+    ):
+        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    for algorithm, res in results.items():
         for n in sizes:
-            first, steady = measure(algorithm, n, calls)
-            table.add_row(algorithm, str(n), f"{statistics.median(steady):.1f}", f"{p95(steady):.1f}")
-            if n == sizes[-1]:
-                restart.add_row(algorithm, f"{first:.0f}")
-    console.print(table)
-    console.print(restart)
+            ours = [1000 * v for v in res["ours"].get(n, [])]
+            base = [1000 * v for v in res["baseline"].get(n, [])]
+            om, op = statistics.median(ours), p95(ours)
+            bm, bp = (statistics.median(base), p95(base)) if base else (None, None)
+            restart = res["restart"].get(n)
+            table.add_row(
+                algorithm,
+                str(n),
+                f"{om:.1f}",
+                f"{op:.1f}",
+                "-" if bm is None else f"{bm:.1f}",
+                "-" if bp is None else f"{bp:.1f}",
+                _ratio(om, bm),
+                _ratio(op, bp),
+                "-" if restart is None else f"{1000 * restart:.0f}",
+            )
+    return table
+
+
+def quality_table(results: dict[str, Any], seeds: int, trials: int) -> Table:
+    table = Table(
+        title=f"Best found (noise-free value; minimised), {trials} trials x {seeds} seeds, median over seeds"
+    )
+    for col in (
+        "algorithm",
+        "function",
+        "ours median",
+        "katib median",
+        "ours better / tie / worse (per seed)",
+    ):
+        table.add_column(col, justify="left" if col in ("algorithm", "function") else "right")
+    for algorithm, by_function in results.items():
+        for function, res in by_function.items():
+            ours, base = res["ours"], res["baseline"]
+            if base:
+                better = sum(o < b for o, b in zip(ours, base, strict=True))
+                worse = sum(o > b for o, b in zip(ours, base, strict=True))
+                wins = f"{better} / {len(ours) - better - worse} / {worse}"
+            table.add_row(
+                algorithm,
+                function,
+                f"{statistics.median(ours):.4f}",
+                f"{statistics.median(base):.4f}" if base else "-",
+                wins if base else "-",
+            )
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--baseline-cmd", help="command starting the baseline service ({address}/{port} filled in)"
+    )
+    parser.add_argument(
+        "--baseline-address", help="where the baseline listens when its command takes no address"
+    )
+    parser.add_argument("--part", choices=("latency", "quality", "all"), default="all")
+    parser.add_argument("--algorithms", help="comma list (default: all)")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=15, help="measured calls per size")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: sizes 10/100, 3 calls, 2 seeds, 20 trials"
+    )
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args(argv)
+    sizes = (10, 100) if args.quick else SIZES
+    calls = 3 if args.quick else args.calls
+    seeds, trials = (2, 20) if args.quick else (args.seeds, args.trials)
+    baseline = baseline_spec(args.baseline_cmd, args.baseline_address) if args.baseline_cmd else None
+    ours = ServiceSpec("ours", ours_command("{address}"))
+    chosen = args.algorithms.split(",") if args.algorithms else [*BOTH, *OURS_ONLY]
+    console = Console(width=200)
+    report: dict[str, Any] = {"load_before": load_text(), "latency": {}, "quality": {}}
+    console.print(f"machine: {report['load_before']}")
+    with log_dir() as logs:
+        if args.part in ("latency", "all"):
+            for algorithm in chosen:
+                base = baseline if algorithm in BOTH else None
+                report["latency"][algorithm] = latency(algorithm, ours, base, calls, sizes, logs)
+            console.print(latency_table(report["latency"], sizes, calls))
+        if args.part in ("quality", "all"):
+            for algorithm in (a for a in chosen if a in QUALITY_ALGORITHMS):
+                report["quality"][algorithm] = quality(algorithm, ours, baseline, seeds, trials, logs)
+            console.print(quality_table(report["quality"], seeds, trials))
+    report["load_after"] = load_text()
+    console.print(f"machine: {report['load_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
     return 0
 
 

@@ -107,14 +107,19 @@ class FakeTrial:
     assignments: tuple[tuple[str, str], ...]
     condition: int = Cond.RUNNING
     metrics: dict[str, str] = field(default_factory=dict)
+    objective: Any = None  # the experiment's ObjectiveSpec, copied into the trial as Katib does
 
     def to_proto(self) -> Any:
+        # Katib's ConvertTrials (pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go)
+        # copies the trial's objective (type, metric name) into TrialSpec.objective; Katib's own
+        # Optuna service reads the metric name from there.
         return pb.Trial(
             name=self.name,
             spec=pb.TrialSpec(
+                objective=self.objective,
                 parameter_assignments=pb.TrialSpec.ParameterAssignments(
                     assignments=[pb.ParameterAssignment(name=n, value=v) for n, v in self.assignments]
-                )
+                ),
             ),
             status=pb.TrialStatus(
                 condition=self.condition,
@@ -152,6 +157,10 @@ class FakeKatib:
         )
 
     def request(self, count: int) -> Any:
+        objective = self.exp.spec.objective
+        for trial in self.trials:
+            if trial.objective is None:
+                trial.objective = objective
         return pb.GetSuggestionsRequest(
             experiment=self.exp,
             trials=[t.to_proto() for t in self.trials],

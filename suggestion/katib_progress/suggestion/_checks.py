@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from katib_progress.suggestion._domain import ExperimentSpec, InvalidExperimentError, ParamType
+from katib_progress.suggestion._grid import GRID_MAX_COMBINATIONS, GridPlan, grid_size, grid_values
 from katib_progress.suggestion._names import default_seed
-from katib_progress.suggestion._samplers import GRID_MAX_COMBINATIONS, GridPlan
 from katib_progress.suggestion._settings import AlgorithmSettings, parse_settings
-from katib_progress.suggestion._space import Space, build_space, grid_size, grid_values
+from katib_progress.suggestion._space import Space, build_space
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Optuna samplers per algorithm, plus the grid and QMC point pickers.
+"""Optuna samplers per algorithm, plus the QMC point picker.
 
 A fresh sampler is built for every ask with a seed derived from (random_state, trial index), so
 each suggestion depends only on the seed and the study's trials, not on how long the process has
@@ -8,15 +8,12 @@ lived: a service rebuilt from Katib's trial list continues exactly where it was.
 from __future__ import annotations
 
 import math
-import random
 import warnings
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
-from optuna.trial import FrozenTrial, TrialState
 
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
@@ -26,8 +23,6 @@ from katib_progress.suggestion._settings import (
     TPESettings,
 )
 from katib_progress.suggestion._space import Space
-
-GRID_MAX_COMBINATIONS = 1_000_000
 
 
 def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> BaseSampler:
@@ -56,56 +51,6 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
             )
     # random, and the base sampler under grid and qmc (whose params are fixed before asking)
     return optuna.samplers.RandomSampler(seed=seed)
-
-
-def _key(value: Any) -> Any:
-    return round(value, 12) if isinstance(value, float) else value
-
-
-class GridPlan:
-    """Every combination of the grid once, in an order shuffled by the seed.
-
-    Visited combinations are read from the trials' parameters (not from sampler state), so a
-    rebuilt study knows them too. A failed trial frees its combination for a retry; once every
-    combination is taken, the least-used finished-or-running one is repeated.
-    """
-
-    def __init__(self, values: Mapping[str, Sequence[Any]], seed: int) -> None:
-        self._names = list(values)
-        self._values = [list(values[n]) for n in self._names]
-        self._positions = [{_key(v): i for i, v in enumerate(vals)} for vals in self._values]
-        self.size = math.prod(len(v) for v in self._values)
-        self._order = list(range(self.size))
-        random.Random(seed).shuffle(self._order)
-
-    def _index_of(self, params: Mapping[str, Any]) -> int | None:
-        index = 0
-        for name, vals, pos in zip(self._names, self._values, self._positions, strict=True):
-            if name not in params:
-                return None
-            i = pos.get(_key(params[name]))
-            if i is None:
-                return None
-            index = index * len(vals) + i
-        return index
-
-    def _params(self, index: int) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, vals in reversed(list(zip(self._names, self._values, strict=True))):
-            index, i = divmod(index, len(vals))
-            out[name] = vals[i]
-        return {n: out[n] for n in self._names}
-
-    def pick(self, trials: Sequence[FrozenTrial]) -> dict[str, Any]:
-        uses: dict[int, int] = {}
-        for trial in trials:
-            if trial.state in (TrialState.FAIL, TrialState.WAITING):
-                continue
-            index = self._index_of(trial.params)
-            if index is not None:
-                uses[index] = uses.get(index, 0) + 1
-        best = min(self._order, key=lambda i: uses.get(i, 0))  # first unused in seeded order
-        return self._params(best)
 
 
 def qmc_point(space: Space, settings: QMCSettings, seed: int, index: int) -> dict[str, Any]:

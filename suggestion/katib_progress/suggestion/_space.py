@@ -6,9 +6,8 @@ Every problem is collected (not only the first) so the user fixes an Experiment 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from optuna.distributions import (
@@ -19,8 +18,6 @@ from optuna.distributions import (
 )
 
 from katib_progress.suggestion._domain import Distribution, InvalidExperimentError, ParamSpec, ParamType
-
-_GRID_LIMIT = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,45 +145,3 @@ def build_space(params: Sequence[ParamSpec]) -> Space:
     if problems:
         raise InvalidExperimentError(problems)
     return Space(tuple(checked))
-
-
-def _grid_values(param: Param) -> tuple[list[Any], str | None]:
-    dist = param.distribution
-    if isinstance(dist, CategoricalDistribution):
-        return list(dist.choices), None
-    if isinstance(dist, IntDistribution):
-        if dist.log:
-            return list(range(dist.low, dist.high + 1)), None
-        return list(range(dist.low, dist.high + 1, dist.step)), None
-    assert isinstance(dist, FloatDistribution)
-    if dist.step is None:
-        return [], (
-            f"parameters[{param.name}].feasibleSpace.step: required by grid for a double parameter "
-            f"(min {param.spec.min}, max {param.spec.max})"
-        )
-    try:  # decimal arithmetic so 0.1 steps do not drift
-        low, high, step = Decimal(param.spec.min), Decimal(param.spec.max), Decimal(param.spec.step)
-    except InvalidOperation:
-        return [], f"parameters[{param.name}].feasibleSpace: not decimal numbers"
-    count = int((high - low) / step) + 1
-    if count > _GRID_LIMIT:
-        return [], f"parameters[{param.name}]: {count} grid values exceed the limit {_GRID_LIMIT}"
-    return [float(low + i * step) for i in range(count)], None
-
-
-def grid_values(space: Space) -> dict[str, list[Any]]:
-    """Each parameter's grid values; raises ``InvalidExperimentError`` naming every gap."""
-    values: dict[str, list[Any]] = {}
-    problems: list[str] = []
-    for param in space.params:
-        vals, problem = _grid_values(param)
-        if problem:
-            problems.append(problem)
-        values[param.name] = vals
-    if problems:
-        raise InvalidExperimentError(problems)
-    return values
-
-
-def grid_size(values: Mapping[str, Iterable[Any]]) -> int:
-    return math.prod(len(list(v)) for v in values.values())

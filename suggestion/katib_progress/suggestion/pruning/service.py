@@ -46,7 +46,11 @@ HistoryLoader = Callable[[str], tuple[Iterable[ProgressPoint], Mapping[str, str]
 
 class PruningHub:
     """Engines per experiment, shared by the Pruning servicer, the EarlyStopping servicer and the
-    suggestion service (which reads curves)."""
+    suggestion service (which reads curves).
+
+    ``_lock`` guards the two maps (experiment -> slot, trial -> experiment): every read and write
+    of them holds it, and nothing slow runs under it. Each slot's own lock serialises its engine.
+    """
 
     def __init__(self, history: HistoryLoader | None = None) -> None:
         """``history(experiment)`` returns the stored points and trial ends of an experiment (or
@@ -89,20 +93,26 @@ class PruningHub:
             return engine
 
     def engine(self, experiment: str) -> PruningEngine | None:
-        slot = self._slots.get(experiment)
+        with self._lock:
+            slot = self._slots.get(experiment)
         return None if slot is None else slot.engine
 
     def note_trial(self, experiment: str, trial: str) -> None:
         """Remember which experiment a trial belongs to (Katib's SetTrialStatus names only the trial)."""
-        self._trial_experiment[trial] = experiment
+        with self._lock:
+            self._trial_experiment[trial] = experiment
 
     def experiment_of(self, trial: str) -> str | None:
-        return self._trial_experiment.get(trial)
+        with self._lock:
+            return self._trial_experiment.get(trial)
 
-    def _slot(self, experiment: str, config: PruningConfig | None) -> _Slot:
+    def _slot(self, experiment: str, config: PruningConfig | None, trial: str) -> _Slot:
         if config is not None:
             self.configure(experiment, config, authoritative=False)
-        slot = self._slots.get(experiment)
+        with self._lock:
+            slot = self._slots.get(experiment)
+            if slot is not None:
+                self._trial_experiment[trial] = experiment
         if slot is None:
             raise UnknownExperimentError(
                 f"experiment {experiment!r} is unknown to this service; send its config with the point"
@@ -111,17 +121,18 @@ class PruningHub:
 
     # -- decisions ---------------------------------------------------------------------------------
     def decide(self, point: ProgressPoint, config: PruningConfig | None = None) -> Decision:
-        slot = self._slot(point.experiment, config)
-        self._trial_experiment[point.trial] = point.experiment
+        slot = self._slot(point.experiment, config, point.trial)
         with slot.lock:
             return slot.engine.decide(point)
 
     def finish(self, experiment: str, trial: str, state: TrialState | str) -> None:
-        slot = self._slots.get(experiment)
+        with self._lock:
+            slot = self._slots.get(experiment)
+            if slot is not None:
+                self._trial_experiment.setdefault(trial, experiment)
         if slot is None:
             _log.info("finish %s/%s: unknown experiment, ignored", experiment, trial)
             return
-        self._trial_experiment.setdefault(trial, experiment)
         with slot.lock:
             slot.engine.finish(trial, state)
 
@@ -133,7 +144,8 @@ class PruningHub:
 
     def curve(self, experiment: str, trial: str) -> list[tuple[float, float]]:
         """(progress %, objective) as reported live; [] for an unknown experiment or trial."""
-        slot = self._slots.get(experiment)
+        with self._lock:
+            slot = self._slots.get(experiment)
         if slot is None:
             return []
         with slot.lock:

@@ -1,0 +1,110 @@
+"""Katib's grid: each parameter's values, the number of combinations, and the plan that visits them."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from katib_progress.suggestion._domain import InvalidExperimentError
+from katib_progress.suggestion._space import Param, Space
+
+GRID_MAX_COMBINATIONS = 1_000_000
+_GRID_LIMIT = 10_000_000
+
+
+def _grid_values(param: Param) -> tuple[list[Any], str | None]:
+    dist = param.distribution
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices), None
+    if isinstance(dist, IntDistribution):
+        if dist.log:
+            return list(range(dist.low, dist.high + 1)), None
+        return list(range(dist.low, dist.high + 1, dist.step)), None
+    assert isinstance(dist, FloatDistribution)
+    if dist.step is None:
+        return [], (
+            f"parameters[{param.name}].feasibleSpace.step: required by grid for a double parameter "
+            f"(min {param.spec.min}, max {param.spec.max})"
+        )
+    try:  # decimal arithmetic so 0.1 steps do not drift
+        low, high, step = Decimal(param.spec.min), Decimal(param.spec.max), Decimal(param.spec.step)
+    except InvalidOperation:
+        return [], f"parameters[{param.name}].feasibleSpace: not decimal numbers"
+    count = int((high - low) / step) + 1
+    if count > _GRID_LIMIT:
+        return [], f"parameters[{param.name}]: {count} grid values exceed the limit {_GRID_LIMIT}"
+    return [float(low + i * step) for i in range(count)], None
+
+
+def grid_values(space: Space) -> dict[str, list[Any]]:
+    """Each parameter's grid values; raises ``InvalidExperimentError`` naming every gap."""
+    values: dict[str, list[Any]] = {}
+    problems: list[str] = []
+    for param in space.params:
+        vals, problem = _grid_values(param)
+        if problem:
+            problems.append(problem)
+        values[param.name] = vals
+    if problems:
+        raise InvalidExperimentError(problems)
+    return values
+
+
+def grid_size(values: Mapping[str, Iterable[Any]]) -> int:
+    return math.prod(len(list(v)) for v in values.values())
+
+
+def _key(value: Any) -> Any:
+    return round(value, 12) if isinstance(value, float) else value
+
+
+class GridPlan:
+    """Every combination of the grid once, in an order shuffled by the seed.
+
+    Visited combinations are read from the trials' parameters (not from sampler state), so a
+    rebuilt study knows them too. A failed trial frees its combination for a retry; once every
+    combination is taken, the least-used finished-or-running one is repeated.
+    """
+
+    def __init__(self, values: Mapping[str, Sequence[Any]], seed: int) -> None:
+        self._names = list(values)
+        self._values = [list(values[n]) for n in self._names]
+        self._positions = [{_key(v): i for i, v in enumerate(vals)} for vals in self._values]
+        self.size = math.prod(len(v) for v in self._values)
+        self._order = list(range(self.size))
+        random.Random(seed).shuffle(self._order)
+
+    def _index_of(self, params: Mapping[str, Any]) -> int | None:
+        index = 0
+        for name, vals, pos in zip(self._names, self._values, self._positions, strict=True):
+            if name not in params:
+                return None
+            i = pos.get(_key(params[name]))
+            if i is None:
+                return None
+            index = index * len(vals) + i
+        return index
+
+    def _params(self, index: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, vals in reversed(list(zip(self._names, self._values, strict=True))):
+            index, i = divmod(index, len(vals))
+            out[name] = vals[i]
+        return {n: out[n] for n in self._names}
+
+    def pick(self, trials: Sequence[FrozenTrial]) -> dict[str, Any]:
+        uses: dict[int, int] = {}
+        for trial in trials:
+            if trial.state in (TrialState.FAIL, TrialState.WAITING):
+                continue
+            index = self._index_of(trial.params)
+            if index is not None:
+                uses[index] = uses.get(index, 0) + 1
+        best = min(self._order, key=lambda i: uses.get(i, 0))  # first unused in seeded order
+        return self._params(best)
