@@ -170,20 +170,25 @@ class Book:
             if best is not None and best.objective is not None
             else None,
             unsupported=list(exp.unsupported),
-            parameters=[
-                SearchParameter(
-                    name=p.name,
-                    type=p.parameter_type,
-                    min=p.feasible_space.min,
-                    max=p.feasible_space.max,
-                    step=p.feasible_space.step,
-                    choices=p.feasible_space.list_,
-                    distribution=p.feasible_space.distribution,
-                )
-                for p in spec.parameters
-            ],
+            parameters=search_space(exp),
             trials=list(self.trials.values()),
         )
+
+
+def search_space(exp: LocalExperiment) -> list[SearchParameter]:
+    """``spec.parameters`` as the summary records them (the report draws log-scale ones on log axes)."""
+    return [
+        SearchParameter(
+            name=p.name,
+            type=p.parameter_type,
+            min=p.feasible_space.min,
+            max=p.feasible_space.max,
+            step=p.feasible_space.step,
+            choices=p.feasible_space.list_,
+            distribution=p.feasible_space.distribution,
+        )
+        for p in exp.doc.spec.parameters
+    ]
 
 
 def outcome(
