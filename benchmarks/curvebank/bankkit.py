@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -120,7 +121,8 @@ def _init_worker() -> None:
     except ImportError:
         return
     torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
+    with contextlib.suppress(RuntimeError):  # already set in this process (or inherited through fork)
+        torch.set_num_interop_threads(1)
 
 
 def run_configs(
@@ -129,12 +131,12 @@ def run_configs(
     """``train(index, cfg, **kw)`` for every configuration, results in configuration order."""
     from rich.progress import Progress
 
-    _init_worker()
     fn = partial(train, **kw)
     results: list[dict[str, Any]] = []
     with Progress(transient=False) as bar:
         task = bar.add_task(label, total=len(configs))
         if workers <= 1:
+            _init_worker()
             for i, cfg in enumerate(configs):
                 results.append(fn(i, cfg))
                 bar.advance(task)

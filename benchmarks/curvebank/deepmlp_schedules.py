@@ -130,7 +130,7 @@ def train_one(index: int, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = standard_args(__doc__.splitlines()[0], 200, 7)
+    ap = standard_args(__doc__.splitlines()[0], 160, 7)
     args = ap.parse_args(argv)
     started = time.monotonic()
     configs = sample_configs(PARAMETERS, args.configs, args.seed)
