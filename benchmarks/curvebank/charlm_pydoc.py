@@ -1,11 +1,11 @@
 """Curve bank: character-level neural n-gram language models (torch, CPU) that overfit a small text.
 
 Text: the Python documentation topics shipped with the standard library (``pydoc_data.topics``, all
-topics in key order; characters outside printable ASCII and newline become "?"). Train on a 5000-character
+topics in key order; characters outside printable ASCII and newline become "?"). Train on a 4000-character
 slice, evaluate on a disjoint 3000-character slice. Each configuration is a Bengio-style model: the
 previous ``context`` characters are embedded (``embed_dim`` each), concatenated, passed through one hidden
-layer of ``hidden`` units (tanh or ReLU, dropout) and a softmax over the 96 symbols; cross-entropy, 16
-epochs, 32 evaluations per run. Many of the larger models memorise the training slice, so their eval
+layer of ``hidden`` units (tanh or ReLU, dropout) and a softmax over the 96 symbols; cross-entropy, 12
+epochs, 36 evaluations per run. Many of the larger models memorise the training slice, so their eval
 loss falls and then rises: the objective is the LAST reported ``eval_loss`` (nats per character),
 minimize, strategy ``latest`` (Katib's metricStrategies), i.e. the model the run ends with.
 
@@ -27,12 +27,12 @@ from typing import Any
 
 from bankkit import RunClock, run_configs, sample_configs, standard_args, write_bank
 
-EPOCHS = 16
-REPORTS = 32
+EPOCHS = 12
+REPORTS = 36
 STARTUP_S = 30.0
 FLOPS = 5e7
 MAX_CONTEXT = 16
-TRAIN_CHARS, EVAL_CHARS = 5000, 3000
+TRAIN_CHARS, EVAL_CHARS = 4000, 3000
 SYMBOLS = "\n" + "".join(chr(c) for c in range(32, 127))  # 96 symbols; "?" stands for the rest
 
 PARAMETERS: list[dict[str, Any]] = [

@@ -22,8 +22,8 @@ from typing import Any
 
 from bankkit import RunClock, run_configs, sample_configs, standard_args, write_bank
 
-EPOCHS = 12
-REPORTS = 30
+EPOCHS = 8
+REPORTS = 24
 STARTUP_S = 30.0
 FLOPS = 5e7
 
@@ -31,7 +31,7 @@ PARAMETERS: list[dict[str, Any]] = [
     {"name": "learning_rate", "type": "double", "min": 1e-4, "max": 0.3, "log": True},
     {"name": "optimizer", "type": "categorical", "list": ["sgd", "adam", "rmsprop"]},
     {"name": "batch_size", "type": "discrete", "list": [16, 32, 64, 128, 256]},
-    {"name": "channels", "type": "int", "min": 2, "max": 32, "log": True},
+    {"name": "channels", "type": "int", "min": 2, "max": 24, "log": True},
     {"name": "kernel_size", "type": "discrete", "list": [3, 5]},
     {"name": "dense_units", "type": "int", "min": 8, "max": 256, "log": True},
     {"name": "dropout", "type": "double", "min": 0.0, "max": 0.7},

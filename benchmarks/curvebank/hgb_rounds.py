@@ -1,9 +1,9 @@
 """Curve bank: histogram gradient boosting (scikit-learn) really trained, observed by boosting round.
 
-Each configuration is a ``HistGradientBoostingClassifier`` (300 boosting rounds, no early stopping, one
+Each configuration is a ``HistGradientBoostingClassifier`` (200 boosting rounds, no early stopping, one
 OpenMP thread) fit on a synthetic binary problem from ``sklearn.datasets.make_classification`` (6000 rows,
 30 features of which 10 informative and 5 redundant, 4 clusters per class, class_sep 0.7, 5 % flipped
-labels; fixed seed; 4000 train / 2000 eval). Progress is boosting rounds done: every 10 rounds the
+labels; fixed seed; 4000 train / 2000 eval). Progress is boosting rounds done: every 8 rounds the
 run reports train and eval log loss, eval accuracy and eval ROC AUC, computed from the model's staged
 predictions (``staged_predict_proba``), i.e. exactly what the model after that many rounds predicts.
 Objective: ``eval_logloss``, minimize, strategy ``min``.
@@ -25,8 +25,8 @@ from typing import Any
 
 from bankkit import RunClock, fmt, run_configs, sample_configs, standard_args, write_bank
 
-ROUNDS = 300
-EVERY = 10
+ROUNDS = 200
+EVERY = 8
 N_FEATURES = 30
 STARTUP_S = 20.0
 EVAL_S = 1.0
@@ -108,7 +108,7 @@ def train_one(index: int, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = standard_args(__doc__.splitlines()[0], 200, 4242)
+    ap = standard_args(__doc__.splitlines()[0], 150, 4242)
     args = ap.parse_args(argv)
     started = time.monotonic()
     configs = sample_configs(PARAMETERS, args.configs, args.seed)

@@ -23,8 +23,8 @@ from typing import Any
 
 from bankkit import RunClock, run_configs, sample_configs, standard_args, write_bank
 
-EPOCHS = 30
-REPORTS = 30
+EPOCHS = 20
+REPORTS = 40
 STARTUP_S = 25.0
 FLOPS = 5e7
 N_FEATURES = 10
@@ -120,7 +120,7 @@ def train_one(index: int, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = standard_args(__doc__.splitlines()[0], 200, 1991)
+    ap = standard_args(__doc__.splitlines()[0], 150, 1991)
     args = ap.parse_args(argv)
     started = time.monotonic()
     configs = sample_configs(PARAMETERS, args.configs, args.seed)
