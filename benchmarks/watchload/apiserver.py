@@ -1,4 +1,5 @@
-"""A lean Kubernetes API stand-in for load: LIST/WATCH/GET of TrainJobs, GET and LIST of Trials, GET of Experiments.
+"""A lean Kubernetes API stand-in for load: LIST/WATCH/GET of TrainJobs, GET and LIST of Trials, GET of
+Experiments.
 
 Run as its own process (``python -m benchmarks.watchload.apiserver --jobs N``); it prints
 ``listening on 127.0.0.1:PORT`` and serves until SIGTERM. One asyncio loop, HTTP/1.1 keep-alive, watch
