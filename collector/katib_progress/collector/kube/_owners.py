@@ -55,7 +55,6 @@ class TrialResolver:
         self._timeout = request_timeout_s
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, TrialRef] = OrderedDict()
-        self.lookups = 0
 
     def __len__(self) -> int:
         with self._lock:
@@ -76,7 +75,6 @@ class TrialResolver:
                 if hit is not None:
                     self._cache.move_to_end(uid)
                     return hit
-        self.lookups += 1
         try:
             trial = self._api.get_namespaced_custom_object(
                 TRIAL_GROUP, TRIAL_VERSION, namespace, TRIAL_PLURAL, name, _request_timeout=self._timeout
