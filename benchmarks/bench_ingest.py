@@ -27,8 +27,9 @@ from rich.table import Table
 from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
 from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
 from katib_progress.collector.rows import MetricRow
-from katib_progress.collector.sinks import MemorySink, ObservationSink
+from katib_progress.collector.sinks import ObservationSink
 from katib_progress.collector.store import start_store_server
+from katib_progress.collector.testing import MemorySink
 from katib_progress.core.timefmt import format_rfc3339nano
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

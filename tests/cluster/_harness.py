@@ -162,6 +162,7 @@ class Stack:
         watchdog: bool = False,
         pruning_address: str | None = None,
         pruning_timeout_s: float = 2.0,
+        db_settings: DBManagerSettings | None = None,
     ) -> ClusterCollector:
         fast = BackoffSettings(initial_s=0.05, max_s=0.5)
         options = ClusterOptions(
@@ -193,12 +194,12 @@ class Stack:
             watchdog_interval_s=0.1,
             flush_timeout_s=5,
         )
-        db = DBManagerSettings(backoff_initial_s=0.05, backoff_max_s=0.3, close_timeout_s=5)
+        db = db_settings or DBManagerSettings(backoff_initial_s=0.05, backoff_max_s=0.3, close_timeout_s=5)
         return ClusterCollector(
             options,
             self.kube.api_client(),
             sink_factory=lambda: DBManagerSink(self.store.address, settings=db, counters=counters),
-            reader=StoredRowsReader(self.store.address),
+            reader=StoredRowsReader(self.store.address, rpc_timeout_s=db.rpc_timeout_s),
             pruning=BACKEND,
             counters=counters,
         )

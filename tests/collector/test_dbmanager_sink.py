@@ -33,7 +33,9 @@ from katib_progress.collector.store import StoreServer, start_store_server
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano
 
-FAST = DBManagerSettings(rpc_timeout_s=2.0, backoff_initial_s=0.02, backoff_max_s=0.2, close_timeout_s=5.0)
+FAST = DBManagerSettings(
+    rpc_timeout_s=2.0, backoff_initial_s=0.02, backoff_max_s=0.2, close_timeout_s=5.0, lock_wait_s=1.5
+)
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 

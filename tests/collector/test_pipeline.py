@@ -13,7 +13,8 @@ import pytest
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.pipeline import REJECTED, SNAPSHOTS, JobRef, OutcomeKind, SnapshotProcessor
 from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC, MetricRow
-from katib_progress.collector.sinks import MemorySink, ObservationSink
+from katib_progress.collector.sinks import ObservationSink
+from katib_progress.collector.testing import MemorySink
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.sequence import MAX_OFFSET_US, SequenceState, SnapshotSequencer, StepKind
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339

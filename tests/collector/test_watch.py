@@ -103,8 +103,24 @@ def test_status_updates_in_order_and_deletion(kube: KubeStandin, objs: Objects) 
         wait_until(lambda: rec.kinds("t")[-1:] == ["delete"])
     assert rec.progress("t") == [None, 10, 20, 30, 40, 50]
     assert _count(kube, "list") == 1
-    # The Trial was looked up once; later events hit the cache.
+    # The Trial came with one LIST of Trials before the TrainJob list; no event reads it again.
+    assert _count(kube, "list", "trials") == 1
+    assert _count(kube, "get", "trials") == 0
+
+
+def test_a_trial_created_later_is_read_once_for_all_its_events(kube: KubeStandin, objs: Objects) -> None:
+    rec = Recorder()
+    watcher = _watcher(kube, rec)
+    with running(watcher.run, watcher.stop):
+        wait_until(watcher.has_synced)
+        objs.trial_job("late")
+        for i in range(1, 4):
+            objs.set_status("late", trainer_status(T0 + timedelta(seconds=i), progress=i * 10))
+        wait_until(lambda: rec.progress("late")[-1:] == [30])
+    assert rec.progress("late") == [None, 10, 20, 30]
     assert _count(kube, "get", "trials") == 1
+    assert all(e.obj.keys() == {"metadata", "status"} for e in rec.events)  # no spec, no managedFields
+    assert "managedFields" not in rec.events[-1].obj["metadata"]
 
 
 @pytest.mark.parametrize("abrupt", [False, True])
@@ -280,7 +296,7 @@ def test_requests_are_read_only_rbac(kube: KubeStandin, objs: Objects) -> None:
     assert set(kube.requests) == {
         Request("list", "trainer.kubeflow.org", "trainjobs", "", ""),
         Request("watch", "trainer.kubeflow.org", "trainjobs", "", ""),
-        Request("get", "kubeflow.org", "trials", "", "default"),
+        Request("list", "kubeflow.org", "trials", "", ""),
     }
 
 
@@ -292,6 +308,7 @@ def test_paged_list(kube: KubeStandin, objs: Objects) -> None:
     watcher.run(_iterations=1)
     assert sorted(e.name for e in rec.events) == [f"t{i}" for i in range(5)]
     assert _count(kube, "list") == 3
+    assert _count(kube, "list", "trials") == 3
 
 
 def test_load_api_client_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

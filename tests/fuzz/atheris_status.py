@@ -25,7 +25,7 @@ import atheris
 with atheris.instrument_imports():
     from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
     from katib_progress.collector.rows import snapshot_rows
-    from katib_progress.collector.sinks import MemorySink
+    from katib_progress.collector.testing import MemorySink
     from katib_progress.core.status import StatusError, parse_trainer_status
 
 SINK = MemorySink()

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from katib_progress.collector.pipeline import JobRef, OutcomeKind, SnapshotProcessor
 from katib_progress.collector.rows import snapshot_rows
-from katib_progress.collector.sinks import MemorySink
+from katib_progress.collector.testing import MemorySink
 from katib_progress.core.status import (
     ParsedSnapshot,
     RejectReason,

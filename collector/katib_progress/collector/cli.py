@@ -46,6 +46,14 @@ def register(subparsers: Any, *, pruning: Callable[[], PruningBackend]) -> None:
         "--max-buffered-rows", type=int, default=100_000, help="rows held while the DB manager is down"
     )
     run.add_argument("--rpc-timeout", type=float, default=5.0, help="seconds per DB manager call")
+    run.add_argument(
+        "--db-manager-lock-wait",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="after an ambiguous write failure, wait this long before reading it back and resending "
+        "(the DB manager's worst-case lock wait; skipped for a store that advertises idempotent writes)",
+    )
     # Cluster flags (pruning, leader election, /metrics...): docs/cluster.md.
     cluster_cli.add_arguments(run)
     run.set_defaults(func=lambda args: cluster_cli.main(args, pruning=pruning()))

@@ -37,7 +37,6 @@ from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-LAG = "collector_lag_seconds_max"
 TERMS = "collector_leader_terms_total"
 
 
@@ -182,7 +181,6 @@ class ClusterCollector:
         self.drained = True
         self._crashed = False
         self._stopping = threading.Event()
-        self._heartbeat = time.monotonic()
 
     # -- probes and gauges -------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.kube import JobEvent, TrainJobWatcher, WatchSettings
 from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
+from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.sinks import ObservationSink
 from katib_progress.core.errors import KatibProgressError, TemporaryError
 from katib_progress.core.types import ProgressPoint
@@ -43,6 +45,9 @@ class CollectorSettings(BaseModel):
         default=1.0, gt=0, description="re-delivery of snapshots the sink refused"
     )
     max_pending_per_job: int = Field(default=256, ge=1, description="refused snapshots held per TrainJob")
+    recovery_workers: int = Field(
+        default=8, ge=1, le=256, description="first-sight reads of what a job already wrote, at once"
+    )
     flush_timeout_s: float = Field(default=10.0, ge=0, description="time to drain the sink on shutdown")
 
 
@@ -81,6 +86,10 @@ class Collector:
         )
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[JobRef, deque[Mapping[str, Any] | None]]] = {}
+        self._recovering: set[str] = set()
+        self._pool = ThreadPoolExecutor(settings.recovery_workers, thread_name_prefix="collector-recovery")
+        self._recovery_log = Every(10.0)
+        self._wait_log = Every(10.0)
         self._stopping = threading.Event()
 
     # -- event handling (called from the watcher's threads) --------------------------------------
@@ -92,6 +101,7 @@ class Collector:
         with self._lock:
             if event.kind == "delete":
                 self._pending.pop(job.key, None)
+                self._recovering.discard(job.key)
                 self.processor.forget(job)
                 _log.info("TrainJob %s/%s deleted; state forgotten", job.namespace, job.name)
                 return
@@ -108,14 +118,35 @@ class Collector:
             self._drain(job.key)
 
     def _drain(self, key: str) -> None:
-        """Process a job's queued snapshots in order until the sink refuses one (lock held)."""
+        """Process a job's queued snapshots in order until the sink refuses one (lock held).
+
+        A job seen for the first time waits (its snapshots queued) while a recovery worker reads what
+        was already written for its trial; the watch goes on meanwhile."""
         job, queue = self._pending[key]
+        if not self.processor.ready(job):
+            if key not in self._recovering and not self._stopping.is_set():
+                self._recovering.add(key)
+                self._pool.submit(self._recover, job)
+            return
         while queue:
             outcome = self.processor.process(job, queue[0])
             if outcome.retry:
                 return
             queue.popleft()
         del self._pending[key]
+
+    def _recover(self, job: JobRef) -> None:
+        try:
+            self.processor.recover(job)
+        except KatibProgressError as exc:
+            held = self._recovery_log.due()
+            if held is not None:
+                _log.warning("cannot read trial %s's latest rows yet: %s%s", job.trial, exc, held_back(held))
+        finally:
+            with self._lock:
+                self._recovering.discard(job.key)
+                if job.key in self._pending and self.processor.ready(job):
+                    self._drain(job.key)
 
     def retry_pending(self) -> int:
         """Deliver refused snapshots again; returns how many are still waiting."""
@@ -131,8 +162,8 @@ class Collector:
             except KatibProgressError:
                 _log.exception("re-delivery of pending snapshots failed")
                 continue
-            if left:
-                _log.info("%d snapshot(s) still wait for the sink", left)
+            if left and (held := self._wait_log.due()) is not None:
+                _log.info("%d snapshot(s) still wait for the sink or a first read%s", left, held_back(held))
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -145,6 +176,7 @@ class Collector:
         finally:
             self._stopping.set()
             retry.join()
+            self._pool.shutdown(wait=True, cancel_futures=True)
             left = self.retry_pending()
             if left:
                 _log.warning("%d refused snapshot(s) not delivered at shutdown", left)

@@ -109,7 +109,6 @@ class ExperimentCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str], tuple[float, ExperimentInfo | None]] = {}
-        self.lookups = 0
 
     def get(self, namespace: str, name: str) -> ExperimentInfo | None:
         key = (namespace, name)
@@ -118,7 +117,6 @@ class ExperimentCache:
             hit = self._cache.get(key)
             if hit is not None and now - hit[0] < self._ttl:
                 return hit[1]
-        self.lookups += 1
         try:
             obj = self._api.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self._timeout

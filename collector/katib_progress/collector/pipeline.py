@@ -17,11 +17,12 @@ from datetime import datetime
 from typing import Any
 
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.rows import content_digest, recover_state, snapshot_rows
+from katib_progress.collector.ratelog import Every, held_back
+from katib_progress.collector.rows import MetricRow, content_digest, recover_state, snapshot_rows
 from katib_progress.collector.sinks import ObservationSink
 from katib_progress.core.errors import PermanentError, TemporaryError
-from katib_progress.core.sequence import SnapshotSequencer, StepKind
-from katib_progress.core.status import MetricRejection, StatusError, parse_trainer_status
+from katib_progress.core.sequence import SequenceState, SnapshotSequencer, Step, StepKind
+from katib_progress.core.status import MetricRejection, ParsedSnapshot, StatusError, parse_trainer_status
 from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ SNAPSHOTS = "collector_snapshots_total"  # label outcome=<OutcomeKind>
 REJECTED = "collector_metrics_rejected_total"  # label reason=<RejectReason>
 ROWS = "collector_rows_written_total"
 RECOVERED = "collector_jobs_recovered_total"
+LOG_EVERY_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,8 @@ class SnapshotProcessor:
         self._on_point = on_point
         self._lock = threading.Lock()
         self._sequencer: SnapshotSequencer[str] = SnapshotSequencer()
+        self._recovered: set[str] = set()  # jobs whose restart recovery ran (with or without rows)
+        self._refused_log = Every(LOG_EVERY_S)
 
     def __len__(self) -> int:
         """Number of TrainJobs whose sequencing state is held."""
@@ -102,12 +106,34 @@ class SnapshotProcessor:
         """Drop a job's state (its TrainJob was deleted)."""
         with self._lock:
             self._sequencer.forget(job.key)
+            self._recovered.discard(job.key)
+
+    def ready(self, job: JobRef) -> bool:
+        """True once the job's restart recovery ran: ``process`` then reads nothing from the sink."""
+        with self._lock:
+            return job.key in self._recovered
+
+    def recover(self, job: JobRef) -> None:
+        """Learn what was already written for the job's trial (``sink.latest``), without holding the
+        processor's lock during the read, so many jobs can recover at once. Raises TemporaryError."""
+        recovered = recover_state(self._sink.latest(job.trial))
+        with self._lock:
+            if job.key not in self._recovered:
+                self._seed(job, recovered)
+
+    def _seed(self, job: JobRef, recovered: SequenceState | None) -> None:
+        if recovered is not None:
+            self._sequencer.seed(job.key, recovered)
+            self.counters.inc(RECOVERED)
+            _log.debug("trial %s resumes after %s (seq %d)", job.trial, recovered.stamp, recovered.seq)
+        self._recovered.add(job.key)
 
     def _outcome(self, kind: OutcomeKind, **kw: Any) -> ProcessOutcome:
         self.counters.inc(SNAPSHOTS, outcome=kind.value)
         return ProcessOutcome(kind, **kw)
 
     def process(self, job: JobRef, trainer_status: Mapping[str, Any] | None) -> ProcessOutcome:
+        """Sequence one delivery of the job's trainerStatus and write it when it is a new snapshot."""
         if trainer_status is None:
             return self._outcome(OutcomeKind.ABSENT)
         try:
@@ -115,59 +141,73 @@ class SnapshotProcessor:
         except StatusError as exc:
             _log.warning("unusable trainerStatus of TrainJob %s/%s: %s", job.namespace, job.name, exc)
             return self._outcome(OutcomeKind.INVALID, error=str(exc))
-
         elapsed: float | None = None
         if job.started_at is not None:
             delta = (parsed.last_updated - job.started_at).total_seconds()
             elapsed = delta if delta >= 0 else None
-
-        key = job.key
         with self._lock:
-            if key not in self._sequencer:
+            if job.key not in self._recovered:
                 try:
-                    recovered = recover_state(self._sink.latest(job.trial))
+                    self._seed(job, recover_state(self._sink.latest(job.trial)))
                 except TemporaryError as exc:
                     _log.warning("cannot read trial %s's latest rows yet: %s", job.trial, exc)
                     return self._outcome(OutcomeKind.RETRY, error=str(exc))
-                if recovered is not None:
-                    self._sequencer.seed(key, recovered)
-                    self.counters.inc(RECOVERED)
-                    _log.info("trial %s resumes after %s (seq %d)", job.trial, recovered.stamp, recovered.seq)
-            state = self._sequencer.get(key)
-            digest = None
-            if state is not None and state.fingerprint is None:
-                # Recovered from rows: compare what this snapshot would write with what was written.
-                digest = content_digest(
-                    snapshot_rows(parsed, stamp=parsed.last_updated, seq=0, elapsed_s=elapsed)
-                )
-            step = self._sequencer.plan(key, parsed.last_updated, parsed.fingerprint, digest)
+            step = self._plan(job, parsed, elapsed)
             if step.kind is not StepKind.NEW:
-                kind = {
-                    StepKind.REPEAT: OutcomeKind.REPEAT,
-                    StepKind.STALE: OutcomeKind.STALE,
-                    StepKind.SECOND_FULL: OutcomeKind.SECOND_FULL,
-                }[step.kind]
-                if kind is not OutcomeKind.REPEAT:
-                    _log.warning(
-                        "%s snapshot of TrainJob %s/%s at %s skipped (last accepted %s)",
-                        kind.value,
-                        job.namespace,
-                        job.name,
-                        parsed.last_updated,
-                        step.stamp,
-                    )
-                return self._outcome(kind, seq=step.seq)
+                return self._skipped(job, parsed, step)
             rows = snapshot_rows(parsed, stamp=step.stamp, seq=step.seq, elapsed_s=elapsed)
-            try:
-                self._sink.report(job.trial, rows)
-            except TemporaryError as exc:
-                _log.warning("sink refused snapshot of trial %s for now: %s", job.trial, exc)
-                return self._outcome(OutcomeKind.RETRY, error=str(exc))
-            except PermanentError as exc:
-                _log.error("sink rejected snapshot of trial %s: %s", job.trial, exc)
-                return self._outcome(OutcomeKind.INVALID, error=str(exc))
-            self._sequencer.commit(key, step)
+            refused = self._write(job, rows)
+            if refused is not None:
+                return refused
+            self._sequencer.commit(job.key, step)
+        return self._written(job, parsed, step, rows, elapsed)
 
+    def _plan(self, job: JobRef, parsed: ParsedSnapshot, elapsed: float | None) -> Step:
+        state = self._sequencer.get(job.key)
+        digest = None
+        if state is not None and state.fingerprint is None:
+            # Recovered from rows: compare what this snapshot would write with what was written.
+            digest = content_digest(
+                snapshot_rows(parsed, stamp=parsed.last_updated, seq=0, elapsed_s=elapsed)
+            )
+        return self._sequencer.plan(job.key, parsed.last_updated, parsed.fingerprint, digest)
+
+    def _skipped(self, job: JobRef, parsed: ParsedSnapshot, step: Step) -> ProcessOutcome:
+        kind = {
+            StepKind.REPEAT: OutcomeKind.REPEAT,
+            StepKind.STALE: OutcomeKind.STALE,
+            StepKind.SECOND_FULL: OutcomeKind.SECOND_FULL,
+        }[step.kind]
+        if kind is not OutcomeKind.REPEAT:
+            _log.warning(
+                "%s snapshot of TrainJob %s/%s at %s skipped (last accepted %s)",
+                kind.value,
+                job.namespace,
+                job.name,
+                parsed.last_updated,
+                step.stamp,
+            )
+        return self._outcome(kind, seq=step.seq)
+
+    def _write(self, job: JobRef, rows: list[MetricRow]) -> ProcessOutcome | None:
+        """Hand the rows to the sink; the outcome when it did not take them."""
+        try:
+            self._sink.report(job.trial, rows)
+        except TemporaryError as exc:
+            held = self._refused_log.due()
+            if held is not None:
+                _log.warning(
+                    "sink refused snapshot of trial %s for now: %s%s", job.trial, exc, held_back(held)
+                )
+            return self._outcome(OutcomeKind.RETRY, error=str(exc))
+        except PermanentError as exc:
+            _log.error("sink rejected snapshot of trial %s: %s", job.trial, exc)
+            return self._outcome(OutcomeKind.INVALID, error=str(exc))
+        return None
+
+    def _written(
+        self, job: JobRef, parsed: ParsedSnapshot, step: Step, rows: list[MetricRow], elapsed: float | None
+    ) -> ProcessOutcome:
         self.counters.inc(ROWS, len(rows))
         for rejection in parsed.rejections:
             self.counters.inc(REJECTED, reason=rejection.reason.value)

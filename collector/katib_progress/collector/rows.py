@@ -71,8 +71,11 @@ def snapshot_rows(
 
 
 def content_digest(rows: Iterable[MetricRow]) -> str:
-    """Digest of what a snapshot wrote (names and values, order-free), ignoring stamp and seq."""
-    pairs = sorted((row.name, row.value) for row in rows if row.name != SEQ_METRIC)
+    """Digest of what a snapshot wrote (names and values, order-free), ignoring stamp and seq.
+
+    Exact duplicates count once: a stock DB manager may hold a snapshot's rows twice (a write that
+    committed after its client gave up on it), and the content is still the same."""
+    pairs = sorted({(row.name, row.value) for row in rows if row.name != SEQ_METRIC})
     text = "\x1e".join(f"{name}\x1f{value}" for name, value in pairs)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 

@@ -1,4 +1,5 @@
-"""The port the collector writes observation rows through, and an in-memory fake.
+"""The port the collector writes observation rows through (an in-memory fake for tests:
+``katib_progress.collector.testing.MemorySink``).
 
 Contract of ``ObservationSink``:
 
@@ -14,12 +15,10 @@ Contract of ``ObservationSink``:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from katib_progress.collector.rows import MetricRow, latest_rows
-from katib_progress.core.errors import KatibProgressError
+from katib_progress.collector.rows import MetricRow
 
 
 @runtime_checkable
@@ -31,43 +30,3 @@ class ObservationSink(Protocol):
     def flush(self, timeout: float) -> bool: ...
 
     def close(self) -> None: ...
-
-
-class MemorySink:
-    """In-memory sink; ``fail_with`` makes the next calls raise (for tests of refusal paths)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rows: dict[str, list[MetricRow]] = {}
-        self.fail_with: KatibProgressError | None = None
-        self.reports = 0
-
-    def report(self, trial: str, rows: Sequence[MetricRow]) -> None:
-        if not trial:
-            raise ValueError("trial: must not be empty")
-        with self._lock:
-            if self.fail_with is not None:
-                raise self.fail_with
-            self._rows.setdefault(trial, []).extend(rows)
-            self.reports += 1
-
-    def latest(self, trial: str) -> list[MetricRow]:
-        with self._lock:
-            if self.fail_with is not None:
-                raise self.fail_with
-            return latest_rows(self._rows.get(trial, ()))
-
-    def rows(self, trial: str) -> list[MetricRow]:
-        """Every row of ``trial`` in the order reported."""
-        with self._lock:
-            return list(self._rows.get(trial, ()))
-
-    def trials(self) -> list[str]:
-        with self._lock:
-            return sorted(self._rows)
-
-    def flush(self, timeout: float) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None

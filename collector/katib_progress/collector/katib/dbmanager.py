@@ -1,39 +1,50 @@
 """``DBManagerSink``: writes observation rows to Katib's DB manager (``ReportObservationLog``).
 
 ``report()`` never talks to the network: it appends the rows to the trial's FIFO in a bounded
-in-memory buffer and returns. One background sender thread delivers each trial's FIFO in order
-(trials served round-robin), coalescing the queued snapshots of one trial into a single
-``ReportObservationLog`` of at most ``max_batch_rows`` rows (a batch is all-or-nothing in Katib's
-MySQL, one INSERT). The slower the DB manager, the larger the batches. Failures:
+in-memory buffer and returns. ``senders`` threads deliver the FIFOs concurrently, **at most one RPC
+in flight per trial** so each trial's rows arrive in order (trials are served round-robin). The
+queued snapshots of one trial are coalesced into a single ``ReportObservationLog`` of at most
+``max_batch_rows`` rows (a batch is all-or-nothing in Katib's MySQL, one INSERT); a batch keeps its
+rows across retries. Failures:
 
 - UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN (Katib's answer when MySQL is down), ABORTED, INTERNAL:
-  retried forever with exponential backoff and jitter, the batch staying at the head of the FIFO so
-  order is kept. These outcomes are ambiguous (the insert may have committed), so before each resend
-  the sender asks ``GetObservationLog`` whether the batch's rows are already there; if they are, the
-  batch counts as delivered (no duplicate rows).
+  retried forever with exponential backoff and jitter; the trial waits (others go on), its batch
+  stays at the head of its FIFO. These outcomes are ambiguous: the server may still commit the write
+  after the client gave up on it (Katib's MySQL DB manager ignores the RPC deadline while it waits
+  on a lock). So before resending, the batch is read back (``GetObservationLog``) only once
+  ``lock_wait_s`` has passed since the last attempt began - past the server's worst-case lock wait
+  - and counts as delivered when all its rows are there (no duplicate rows). A store that
+  advertises idempotent writes (the embedded store: trailing metadata
+  ``katib-progress-idempotent-writes``; it skips rows it already holds, inside the write
+  transaction) gets the batch resent after the backoff alone.
 - Any other code: the batch can never succeed; it is dropped with an ERROR log and counted in
   ``dbmanager_rows_dropped_total{reason=<code>}``.
 
 Overflow policy: when accepting the rows would exceed ``max_buffered_rows``, ``report()`` refuses
-with ``TemporaryError`` (ERROR log + ``dbmanager_buffer_overflow_total``) and keeps nothing, so the
-caller does not mark the snapshot written and delivers it again later. Nothing is dropped silently.
+with ``TemporaryError`` (``dbmanager_buffer_overflow_total``; one ERROR line per 10 s) and keeps
+nothing, so the caller does not mark the snapshot written and delivers it again later. Nothing is
+dropped silently.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
-from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.counters import Counters
+from katib_progress.collector.katib.dbsettings import DBManagerSettings
+from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.rows import SEQ_METRIC, MetricRow, latest_rows
 from katib_progress.core.errors import PermanentError, TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
@@ -53,38 +64,15 @@ RETRYABLE = frozenset(
         grpc.StatusCode.INTERNAL,
     }
 )
+IDEMPOTENT_KEY = "katib-progress-idempotent-writes"  # trailing metadata of the embedded store
 OVERFLOW = "dbmanager_buffer_overflow_total"
 DROPPED = "dbmanager_rows_dropped_total"
 RETRIES = "dbmanager_retries_total"
 DELIVERED = "dbmanager_rows_delivered_total"
 RECOVERED = "dbmanager_batches_found_committed_total"
+LOG_EVERY_S = 10.0
 
-
-class DBManagerSettings(BaseModel):
-    """Tuning of the DB manager client."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rpc_timeout_s: float = Field(default=5.0, gt=0, description="deadline of each RPC")
-    max_batch_rows: int = Field(default=1000, ge=1, description="rows per ReportObservationLog at most")
-    max_buffered_rows: int = Field(
-        default=100_000, ge=1, description="rows held while the DB manager is down"
-    )
-    backoff_initial_s: float = Field(default=0.1, gt=0)
-    backoff_max_s: float = Field(default=5.0, gt=0)
-    backoff_multiplier: float = Field(default=2.0, ge=1.0)
-    close_timeout_s: float = Field(
-        default=10.0, ge=0, description="close() waits this long to deliver the rest"
-    )
-
-    @classmethod
-    def from_cli(cls, args: Any) -> DBManagerSettings:
-        """Settings from ``collector run`` arguments (``--max-buffered-rows``, ``--rpc-timeout``)."""
-        values = {
-            "max_buffered_rows": getattr(args, "max_buffered_rows", None),
-            "rpc_timeout_s": getattr(args, "rpc_timeout", None),
-        }
-        return cls(**{k: v for k, v in values.items() if v is not None})
+__all__ = ["RETRYABLE", "DBManagerSettings", "DBManagerSink"]
 
 
 def _to_pb(rows: Sequence[MetricRow]) -> Any:
@@ -97,6 +85,26 @@ def _to_pb(rows: Sequence[MetricRow]) -> Any:
 
 def _key(row: MetricRow) -> tuple[Any, str, str]:
     return parse_rfc3339(row.timestamp, field="time_stamp"), row.name, row.value
+
+
+@dataclass
+class _Trial:
+    """One trial's queue: row groups (one per report) and the state of its delivery."""
+
+    fifo: deque[tuple[MetricRow, ...]] = field(default_factory=deque)
+    busy: bool = False  # an RPC of this trial is in flight
+    delayed: bool = False  # waiting for its retry time
+    batch: int = 0  # groups in the batch being delivered (fixed across retries), 0 = none yet
+    attempts: int = 0
+    ambiguous_at: float | None = None  # start of the last attempt whose outcome is unknown
+
+
+@dataclass
+class _Batch:
+    trial: str
+    rows: list[MetricRow]
+    attempts: int
+    ambiguous_at: float | None
 
 
 class DBManagerSink:
@@ -119,13 +127,21 @@ class DBManagerSink:
         )
         self._stub = pb_grpc.DBManagerStub(self._channel)
         self._cond = threading.Condition()
-        # trial -> FIFO of row groups (one per report); dict order = round-robin order of trials
-        self._pending: OrderedDict[str, deque[tuple[MetricRow, ...]]] = OrderedDict()
+        self._trials: dict[str, _Trial] = {}
+        self._ready: OrderedDict[str, None] = OrderedDict()  # trials with rows, idle, not delayed
+        self._delays: list[tuple[float, str]] = []  # heap of (retry time, trial)
         self._buffered = 0
+        self.idempotent = False  # learned from the server's trailing metadata
         self._closing = threading.Event()
         self._abandon = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dbmanager-sender", daemon=True)
-        self._thread.start()
+        self._overflow_log = Every(LOG_EVERY_S)
+        self._retry_log = Every(LOG_EVERY_S)
+        self._threads = [
+            threading.Thread(target=self._run, name=f"dbmanager-sender-{i}", daemon=True)
+            for i in range(self.settings.senders)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     # ------------------------------------------------------------------ ObservationSink
 
@@ -144,26 +160,33 @@ class DBManagerSink:
                 raise PermanentError(f"DB manager sink for {self.address} is closed")
             limit = self.settings.max_buffered_rows
             if self._buffered + len(rows) > limit:
-                self.counters.inc(OVERFLOW)
-                _log.error(
-                    "DB manager %s: buffer full (%d of %d rows held); refusing %d rows of trial %s "
-                    "- the snapshot will be retried",
-                    self.address,
-                    self._buffered,
-                    limit,
-                    len(rows),
-                    trial,
-                )
-                raise TemporaryError(
-                    f"DB manager buffer full ({self._buffered}/{limit} rows)",
-                    delay=self.settings.backoff_max_s,
-                )
-            fifo = self._pending.get(trial)
-            if fifo is None:
-                fifo = self._pending[trial] = deque()
-            fifo.append(tuple(rows))
+                self._refuse(trial, len(rows), limit)
+            state = self._trials.get(trial)
+            if state is None:
+                state = self._trials[trial] = _Trial()
+            state.fifo.append(tuple(rows))
             self._buffered += len(rows)
-            self._cond.notify_all()
+            if not state.busy and not state.delayed:
+                self._ready[trial] = None
+            self._cond.notify()
+
+    def _refuse(self, trial: str, count: int, limit: int) -> None:
+        self.counters.inc(OVERFLOW)
+        held = self._overflow_log.due()
+        if held is not None:
+            _log.error(
+                "DB manager %s: buffer full (%d of %d rows held); refusing %d rows of trial %s - the "
+                "snapshot will be retried%s",
+                self.address,
+                self._buffered,
+                limit,
+                count,
+                trial,
+                held_back(held),
+            )
+        raise TemporaryError(
+            f"DB manager buffer full ({self._buffered}/{limit} rows)", delay=self.settings.backoff_max_s
+        )
 
     def latest(self, trial: str) -> list[MetricRow]:
         """Rows at the trial's greatest timestamp, stored or still queued here.
@@ -173,7 +196,8 @@ class DBManagerSink:
         instead of the whole log); a log without seq rows (written by another tool) is read whole.
         """
         with self._cond:
-            pending = [row for group in self._pending.get(trial, ()) for row in group]
+            state = self._trials.get(trial)
+            pending = [row for group in state.fifo for row in group] if state is not None else []
         seq_rows = self._get(pb.GetObservationLogRequest(trial_name=trial, metric_name=SEQ_METRIC))
         if seq_rows:
             stamp = latest_rows(seq_rows)[0].timestamp
@@ -188,17 +212,22 @@ class DBManagerSink:
 
     def _get(self, request: Any) -> list[MetricRow]:
         try:
-            reply = self._stub.GetObservationLog(request, timeout=self.settings.rpc_timeout_s)
+            reply, call = self._stub.GetObservationLog.with_call(request, timeout=self.settings.rpc_timeout_s)
         except grpc.RpcError as exc:
             code = exc.code()
             message = f"GetObservationLog({request.trial_name}): {code.name}: {exc.details()}"
             if code in RETRYABLE:
                 raise TemporaryError(message) from None
             raise PermanentError(message) from None
+        self._learn(call)
         return [
             MetricRow(log.metric.name, log.metric.value, log.time_stamp)
             for log in reply.observation_log.metric_logs
         ]
+
+    def _learn(self, call: Any) -> None:
+        if not self.idempotent:
+            self.idempotent = any(key == IDEMPOTENT_KEY for key, _ in call.trailing_metadata() or ())
 
     def flush(self, timeout: float) -> bool:
         with self._cond:
@@ -213,7 +242,10 @@ class DBManagerSink:
         delivered = self.flush(self.settings.close_timeout_s)
         if not delivered:
             self._abandon.set()
-        self._thread.join(timeout=self.settings.rpc_timeout_s + self.settings.backoff_max_s + 1)
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=self.settings.rpc_timeout_s + 1)
         with self._cond:
             lost = self._buffered
         if lost:
@@ -221,45 +253,150 @@ class DBManagerSink:
             _log.error("DB manager %s: closed with %d rows undelivered", self.address, lost)
         self._channel.close()
 
-    # ------------------------------------------------------------------ sender thread
+    # ------------------------------------------------------------------ sender threads
 
-    def _next_batch(self) -> tuple[str, list[MetricRow], int] | None:
+    def _next_batch(self) -> _Batch | None:
+        """The next trial to deliver (its batch), waiting for one; None when closing and idle."""
         with self._cond:
-            while not self._pending:
-                if self._closing.is_set():
+            while not self._abandon.is_set():
+                now = time.monotonic()
+                while self._delays and self._delays[0][0] <= now:
+                    _, trial = heapq.heappop(self._delays)
+                    state = self._trials.get(trial)
+                    if state is not None and state.delayed:
+                        state.delayed = False
+                        self._ready[trial] = None
+                if self._ready:
+                    trial, _ = self._ready.popitem(last=False)
+                    return self._take(trial)
+                if self._closing.is_set() and self._buffered == 0:
                     return None
-                self._cond.wait(timeout=1.0)
-            trial, fifo = next(iter(self._pending.items()))
-            rows = list(fifo[0])
-            count = 1
-            while count < len(fifo) and len(rows) + len(fifo[count]) <= self.settings.max_batch_rows:
-                rows.extend(fifo[count])
-                count += 1
-            return trial, rows, count
+                wait = min(1.0, self._delays[0][0] - now) if self._delays else 1.0
+                self._cond.wait(timeout=max(0.001, wait))
+            return None
+
+    def _take(self, trial: str) -> _Batch:
+        state = self._trials[trial]
+        state.busy = True
+        if state.batch == 0:
+            size, state.batch = len(state.fifo[0]), 1
+            while (
+                state.batch < len(state.fifo)
+                and size + len(state.fifo[state.batch]) <= self.settings.max_batch_rows
+            ):
+                size += len(state.fifo[state.batch])
+                state.batch += 1
+        rows = [row for group in list(state.fifo)[: state.batch] for row in group]
+        return _Batch(trial, rows, state.attempts, state.ambiguous_at)
 
     def _run(self) -> None:
-        while not self._abandon.is_set():
-            batch = self._next_batch()
-            if batch is None:
-                return
-            trial, rows, count = batch
-            if not self._deliver(trial, rows):
-                return  # close() gave up: what is left is counted as dropped there
+        while (batch := self._next_batch()) is not None:
+            outcome = self._attempt(batch)
             with self._cond:
-                fifo = self._pending[trial]
-                for _ in range(count):
-                    self._buffered -= len(fifo.popleft())
-                if fifo:
-                    self._pending.move_to_end(trial)  # round-robin between trials
-                else:
-                    del self._pending[trial]
+                self._settle(batch.trial, outcome)
                 self._cond.notify_all()
 
-    def _already_written(self, trial: str, rows: Sequence[MetricRow]) -> bool:
-        keys = [_key(r) for r in rows]
+    def _settle(self, trial: str, outcome: float | None) -> None:
+        """Record an attempt's outcome (lock held): None = done (delivered or dropped), else retry at."""
+        state = self._trials[trial]
+        state.busy = False
+        if outcome is not None:
+            state.delayed = True
+            heapq.heappush(self._delays, (outcome, trial))
+            return
+        for _ in range(state.batch):
+            self._buffered -= len(state.fifo.popleft())
+        state.batch, state.attempts, state.ambiguous_at = 0, 0, None
+        if state.fifo:
+            self._ready[trial] = None  # behind every trial already waiting: round-robin
+        else:
+            del self._trials[trial]
+
+    def _attempt(self, batch: _Batch) -> float | None:
+        """One delivery attempt; None when the batch is settled, else the time to try again."""
+        if batch.ambiguous_at is not None and not self.idempotent and self._already_written(batch):
+            self.counters.inc(RECOVERED)
+            self.counters.inc(DELIVERED, len(batch.rows))
+            _log.info(
+                "DB manager %s: batch of %d rows for %s was already committed",
+                self.address,
+                len(batch.rows),
+                batch.trial,
+            )
+            return None
+        try:
+            request = pb.ReportObservationLogRequest(
+                trial_name=batch.trial, observation_log=_to_pb(batch.rows)
+            )
+        except ValueError as exc:  # e.g. a lone surrogate: protobuf cannot encode it, and never will
+            self.counters.inc(DROPPED, len(batch.rows), reason="unencodable")
+            _log.error(
+                "DB manager %s: %d rows of trial %s cannot be encoded (dropped): %s",
+                self.address,
+                len(batch.rows),
+                batch.trial,
+                exc,
+            )
+            return None
+        started = time.monotonic()
+        try:
+            _, call = self._stub.ReportObservationLog.with_call(request, timeout=self.settings.rpc_timeout_s)
+        except grpc.RpcError as exc:
+            return self._failed(batch, exc, started)
+        self._learn(call)
+        self.counters.inc(DELIVERED, len(batch.rows))
+        if batch.attempts:
+            _log.info("DB manager %s reachable again after %d attempts", self.address, batch.attempts)
+        return None
+
+    def _failed(self, batch: _Batch, exc: grpc.RpcError, started: float) -> float | None:
+        code = exc.code()
+        if code not in RETRYABLE:
+            self.counters.inc(DROPPED, len(batch.rows), reason=code.name)
+            _log.error(
+                "DB manager %s rejected %d rows of trial %s: %s: %s (dropped)",
+                self.address,
+                len(batch.rows),
+                batch.trial,
+                code.name,
+                exc.details(),
+            )
+            return None
+        self.counters.inc(RETRIES, code=code.name)
+        s = self.settings
+        delay = min(s.backoff_max_s, s.backoff_initial_s * s.backoff_multiplier**batch.attempts)
+        delay = random.uniform(delay / 2, delay)
+        retry_at = time.monotonic() + delay
+        if not self.idempotent:  # the attempt may still commit until the server's lock wait ends
+            retry_at = max(retry_at, started + s.lock_wait_s)
+        with self._cond:
+            state = self._trials[batch.trial]
+            state.attempts += 1
+            state.ambiguous_at = started
+            waiting = len(self._trials)
+        held = self._retry_log.due()
+        if held is not None:
+            _log.warning(
+                "DB manager %s: %s for trial %s (attempt %d; %d trials, %d rows buffered); "
+                "retrying in %.2fs%s",
+                self.address,
+                code.name,
+                batch.trial,
+                batch.attempts + 1,
+                waiting,
+                self.buffered_rows,
+                retry_at - time.monotonic(),
+                held_back(held),
+            )
+        return retry_at
+
+    def _already_written(self, batch: _Batch) -> bool:
+        keys = [_key(r) for r in batch.rows]
         times = sorted(k[0] for k in keys)
         request = pb.GetObservationLogRequest(
-            trial_name=trial, start_time=format_rfc3339nano(times[0]), end_time=format_rfc3339nano(times[-1])
+            trial_name=batch.trial,
+            start_time=format_rfc3339nano(times[0]),
+            end_time=format_rfc3339nano(times[-1]),
         )
         try:
             reply = self._stub.GetObservationLog(request, timeout=self.settings.rpc_timeout_s)
@@ -270,71 +407,3 @@ class DBManagerSink:
             for log in reply.observation_log.metric_logs
         }
         return all(k in found for k in keys)
-
-    def _deliver(self, trial: str, rows: list[MetricRow]) -> bool:
-        """Deliver (or drop as undeliverable) one batch; False only when close() gave up on it."""
-        try:
-            request = pb.ReportObservationLogRequest(trial_name=trial, observation_log=_to_pb(rows))
-        except ValueError as exc:  # e.g. a lone surrogate: protobuf cannot encode it, and never will
-            self.counters.inc(DROPPED, len(rows), reason="unencodable")
-            _log.error(
-                "DB manager %s: %d rows of trial %s cannot be encoded (dropped): %s",
-                self.address,
-                len(rows),
-                trial,
-                exc,
-            )
-            return True
-        attempt = 0
-        ambiguous = False
-        while True:
-            if self._abandon.is_set():
-                return False
-            if ambiguous and self._already_written(trial, rows):
-                self.counters.inc(RECOVERED)
-                self.counters.inc(DELIVERED, len(rows))
-                _log.info(
-                    "DB manager %s: batch of %d rows for %s was already committed",
-                    self.address,
-                    len(rows),
-                    trial,
-                )
-                return True
-            try:
-                self._stub.ReportObservationLog(request, timeout=self.settings.rpc_timeout_s)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code not in RETRYABLE:
-                    self.counters.inc(DROPPED, len(rows), reason=code.name)
-                    _log.error(
-                        "DB manager %s rejected %d rows of trial %s: %s: %s (dropped)",
-                        self.address,
-                        len(rows),
-                        trial,
-                        code.name,
-                        exc.details(),
-                    )
-                    return True
-                ambiguous = True
-                self.counters.inc(RETRIES, code=code.name)
-                delay = min(
-                    self.settings.backoff_max_s,
-                    self.settings.backoff_initial_s * self.settings.backoff_multiplier**attempt,
-                )
-                delay = random.uniform(delay / 2, delay)
-                attempt += 1
-                log = _log.warning if attempt in (1, 10) or attempt % 100 == 0 else _log.debug
-                log(
-                    "DB manager %s: %s (attempt %d, %d rows buffered); retrying in %.2fs",
-                    self.address,
-                    code.name,
-                    attempt,
-                    self.buffered_rows,
-                    delay,
-                )
-                self._abandon.wait(delay)
-                continue
-            self.counters.inc(DELIVERED, len(rows))
-            if attempt:
-                _log.info("DB manager %s reachable again after %d attempts", self.address, attempt)
-            return True

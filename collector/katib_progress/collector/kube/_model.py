@@ -47,3 +47,23 @@ class JobEvent:
 
 
 Handler = Callable[[JobEvent], None]
+
+
+def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the collector reads of a TrainJob: identity, annotations, status (no spec, no managedFields)."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "annotations")
+    return {"metadata": {k: meta[k] for k in keep if k in meta}, "status": obj.get("status") or {}}
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A delivered job, as much as its deletion (also one missed while the watch was down) needs."""
+
+    namespace: str
+    name: str
+    trial: TrialRef
+    created: datetime | None
+
+    def tombstone(self, uid: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": self.namespace, "name": self.name, "uid": uid}}

@@ -45,7 +45,13 @@ def trial_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 class TrialResolver:
-    """Looks Trials up by name (``get trials``) and caches the answer by uid (LRU, bounded)."""
+    """Looks Trials up by name (``get trials``) and caches the answer by uid (LRU, bounded).
+
+    ``prefetch(namespace)`` reads every Trial of a scope in one paged LIST (used before a TrainJob list,
+    so a start-up or re-list with N jobs costs a few pages, not N GETs); ``drop_prefetched()`` frees it
+    once the list is delivered (the watcher keeps each job's TrialRef itself). Without ``list`` on
+    Trials (403) it falls back to GETs and says so once.
+    """
 
     def __init__(self, api_client: client.ApiClient, *, max_entries: int, request_timeout_s: float) -> None:
         if max_entries < 1:
@@ -55,7 +61,49 @@ class TrialResolver:
         self._timeout = request_timeout_s
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, TrialRef] = OrderedDict()
-        self.lookups = 0
+        self._prefetched: dict[str, TrialRef] = {}
+        self._can_list = True
+
+    def prefetch(self, namespace: str | None, page_size: int = 500) -> int:
+        """LIST the Trials of ``namespace`` (None: all); returns how many were labelled."""
+        if not self._can_list:
+            return 0
+        found: dict[str, TrialRef] = {}
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": self._timeout}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                if namespace is None:
+                    page = self._api.list_cluster_custom_object(
+                        TRIAL_GROUP, TRIAL_VERSION, TRIAL_PLURAL, **kwargs
+                    )
+                else:
+                    page = self._api.list_namespaced_custom_object(
+                        TRIAL_GROUP, TRIAL_VERSION, namespace, TRIAL_PLURAL, **kwargs
+                    )
+            except client.ApiException as exc:
+                if exc.status == 403:
+                    self._can_list = False
+                    _log.warning("cannot list Trials (403); each Trial is read on its own (grant 'list')")
+                    return 0
+                raise classify(exc) from exc
+            for item in page.get("items") or ():
+                meta = item.get("metadata") or {}
+                ref = self._ref(meta, str(meta.get("name") or ""), "", quiet=True)
+                if ref is not None:
+                    found[ref.uid] = ref
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                break
+        with self._lock:
+            self._prefetched.update(found)
+        return len(found)
+
+    def drop_prefetched(self) -> None:
+        with self._lock:
+            self._prefetched = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -72,11 +120,11 @@ class TrialResolver:
         """
         if uid:
             with self._lock:
-                hit = self._cache.get(uid)
+                hit = self._prefetched.get(uid) or self._cache.get(uid)
                 if hit is not None:
-                    self._cache.move_to_end(uid)
+                    if uid in self._cache:
+                        self._cache.move_to_end(uid)
                     return hit
-        self.lookups += 1
         try:
             trial = self._api.get_namespaced_custom_object(
                 TRIAL_GROUP, TRIAL_VERSION, namespace, TRIAL_PLURAL, name, _request_timeout=self._timeout
@@ -86,7 +134,18 @@ class TrialResolver:
                 _log.info("Trial %s/%s not found; its TrainJob is not collected", namespace, name)
                 return None
             raise classify(exc) from exc
-        meta = trial.get("metadata") or {}
+        ref = self._ref(trial.get("metadata") or {}, name, uid)
+        if ref is None:
+            return None
+        with self._lock:
+            self._cache[ref.uid] = ref
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return ref
+
+    @staticmethod
+    def _ref(meta: Mapping[str, Any], name: str, uid: str, *, quiet: bool = False) -> TrialRef | None:
+        namespace = meta.get("namespace")
         if uid and meta.get("uid") != uid:
             _log.info(
                 "Trial %s/%s was replaced (uid %s, owner says %s)", namespace, name, meta.get("uid"), uid
@@ -94,16 +153,12 @@ class TrialResolver:
             return None
         experiment = (meta.get("labels") or {}).get(EXPERIMENT_LABEL)
         if not experiment:
-            _log.warning(
-                "Trial %s/%s has no %s label; its TrainJob is not collected",
-                namespace,
-                name,
-                EXPERIMENT_LABEL,
-            )
+            if not quiet:
+                _log.warning(
+                    "Trial %s/%s has no %s label; its TrainJob is not collected",
+                    namespace,
+                    name,
+                    EXPERIMENT_LABEL,
+                )
             return None
-        ref = TrialRef(name=name, uid=str(meta.get("uid") or uid), experiment=str(experiment))
-        with self._lock:
-            self._cache[ref.uid] = ref
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
-        return ref
+        return TrialRef(name=name, uid=str(meta.get("uid") or uid), experiment=str(experiment))

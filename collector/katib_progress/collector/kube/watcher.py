@@ -30,7 +30,7 @@ from kubernetes import client
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.kube._backoff import Backoff
 from katib_progress.collector.kube._client import classify
-from katib_progress.collector.kube._model import Handler, JobEvent, WatchSettings
+from katib_progress.collector.kube._model import Handler, JobEvent, Known, WatchSettings, slim
 from katib_progress.collector.kube._owners import TrialRef, TrialResolver, trial_owner
 from katib_progress.core.errors import PermanentError, TemporaryError
 from katib_progress.core.timefmt import parse_rfc3339
@@ -80,7 +80,7 @@ class _Scope:
         self._owner = owner
         self.namespace = namespace
         self.resource_version: str | None = None
-        self._known: dict[str, JobEvent] = {}  # uid -> last delivered upsert
+        self._known: dict[str, Known] = {}  # uid -> what a deletion of a delivered job needs
         self._backoff = Backoff(owner.settings.backoff)
         self._response: Any = None
         self._lock = threading.Lock()
@@ -174,29 +174,32 @@ class _Scope:
         return api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, **kwargs)
 
     def _list(self) -> None:
-        self._owner.counters.inc(LISTS, scope=self.label)
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            try:
-                page = self._list_page(token)
-            except client.ApiException as exc:
-                if exc.status == 410:  # the continue token expired: start over
-                    raise _Expired() from exc
-                raise
-            items.extend(page.get("items") or ())
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or None
-            if token is None:
-                break
+        """List page by page (each page is delivered, then dropped), after one LIST of the Trials."""
+        owner = self._owner
+        owner.counters.inc(LISTS, scope=self.label)
+        owner.trials.prefetch(self.namespace, owner.settings.list_page_size)
         seen: set[str] = set()
-        for obj in items:
-            uid = str((obj.get("metadata") or {}).get("uid") or "")
-            seen.add(uid)
-            self._deliver("ADDED", obj)
-        for uid in list(self._known):
+        token: str | None = None
+        try:
+            while True:
+                try:
+                    page = self._list_page(token)
+                except client.ApiException as exc:
+                    if exc.status == 410:  # the continue token expired: start over
+                        raise _Expired() from exc
+                    raise
+                for obj in page.get("items") or ():
+                    seen.add(str((obj.get("metadata") or {}).get("uid") or ""))
+                    self._deliver("ADDED", obj)
+                meta = page.get("metadata") or {}
+                token = meta.get("continue") or None
+                if token is None:
+                    break
+        finally:
+            owner.trials.drop_prefetched()
+        for uid, known in list(self._known.items()):
             if uid not in seen:
-                self._deliver_delete(self._known[uid].obj)
+                self._deliver_delete(known.tombstone(uid))
         rv = str(meta.get("resourceVersion") or "")
         if not rv:
             raise TemporaryError("the TrainJob list carried no resourceVersion")
@@ -204,10 +207,10 @@ class _Scope:
         self.synced.set()
         _log.info(
             "listed %d TrainJob(s) in %s at rv %s",
-            len(items),
+            len(seen),
             self.label,
             rv,
-            extra={"event": "listed", "scope": self.label, "count": len(items), "rv": rv},
+            extra={"event": "listed", "scope": self.label, "count": len(seen), "rv": rv},
         )
 
     # -- watch -----------------------------------------------------------------------------------
@@ -290,13 +293,19 @@ class _Scope:
         if trial_ref is None:
             owner.counters.inc(IGNORED, reason="not_trial_owned")
             return
-        trial = owner.trials.resolve(namespace, *trial_ref)
+        known = self._known.get(uid)
+        if known is not None and known.trial.uid == trial_ref[1] and known.trial.name == trial_ref[0]:
+            trial: TrialRef | None = known.trial  # the owner is immutable in practice: no API read
+            created = known.created
+        else:
+            trial = owner.trials.resolve(namespace, *trial_ref)
+            created = _created(obj)
         if trial is None:
             owner.counters.inc(IGNORED, reason="trial_unresolved")
             return
-        event = JobEvent("upsert", namespace, name, uid, trial, _created(obj), obj)
-        owner.handler(event)
-        self._known[uid] = event
+        owner.handler(JobEvent("upsert", namespace, name, uid, trial, created, slim(obj)))
+        if known is None or known.trial is not trial:
+            self._known[uid] = Known(namespace, name, trial, created)
 
     def _deliver_delete(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -311,7 +320,8 @@ class _Scope:
         else:
             trial = known.trial
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        self._owner.handler(JobEvent("delete", namespace, name, uid, trial, _created(obj), obj))
+        created = known.created if known is not None else _created(obj)
+        self._owner.handler(JobEvent("delete", namespace, name, uid, trial, created, slim(obj)))
         self._known.pop(uid, None)
 
 

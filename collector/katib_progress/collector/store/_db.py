@@ -55,13 +55,29 @@ class ObservationDB:
         self._local.conn = conn
         return conn
 
-    def insert(self, trial: str, rows: Sequence[Row]) -> int:
-        """Insert every row of one request atomically, in the given order."""
+    def insert(self, trial: str, rows: Sequence[Row], *, idempotent: bool = True) -> int:
+        """Insert the rows of one request atomically, in the given order; returns how many were new.
+
+        ``idempotent``: a row equal to one already stored (same trial, time, metric and value) is not
+        stored again. The check runs inside the write transaction, so a request whose first attempt
+        is still waiting for the write lock when the client resends it is stored once, whichever
+        attempt commits first. Rows repeated within one request are all kept. ``idempotent=False``
+        stores every row as given, as Katib's MySQL DB manager does.
+        """
         if not rows:
             return 0
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if idempotent:
+                stored = set(
+                    conn.execute(
+                        "SELECT time_us, metric_name, value FROM observation_logs"
+                        " WHERE trial_name = ? AND time_us BETWEEN ? AND ?",
+                        (trial, min(r[0] for r in rows), max(r[0] for r in rows)),
+                    )
+                )
+                rows = [row for row in rows if row not in stored]
             conn.executemany(
                 "INSERT INTO observation_logs (trial_name, time_us, metric_name, value) VALUES (?, ?, ?, ?)",
                 [(trial, t, name, value) for t, name, value in rows],

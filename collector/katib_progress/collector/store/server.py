@@ -58,9 +58,19 @@ def _time_us(text: str, field: str) -> int:
         raise _InvalidArgumentError(str(exc)) from None
 
 
+#: Trailing metadata on every answer of an idempotent store; the collector's DB manager client then
+#: resends an ambiguous write at once instead of waiting out the server's lock wait first.
+IDEMPOTENT_KEY, IDEMPOTENT_VALUE = "katib-progress-idempotent-writes", "1"
+
+
 class _DBManagerServicer(_pb_grpc.DBManagerServicer):
-    def __init__(self, db: ObservationDB) -> None:
+    def __init__(self, db: ObservationDB, *, idempotent: bool) -> None:
         self._db = db
+        self._idempotent = idempotent
+
+    def _advertise(self, context: grpc.ServicerContext) -> None:
+        if self._idempotent:
+            context.set_trailing_metadata(((IDEMPOTENT_KEY, IDEMPOTENT_VALUE),))
 
     @staticmethod
     def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -93,7 +103,8 @@ class _DBManagerServicer(_pb_grpc.DBManagerServicer):
                 rows.append(
                     (_time_us(log.time_stamp, f"{field}.time_stamp"), log.metric.name, log.metric.value)
                 )
-            self._db.insert(request.trial_name, rows)
+            self._db.insert(request.trial_name, rows, idempotent=self._idempotent)
+            self._advertise(context)
             return pb.ReportObservationLogReply()
 
         return self._run(context, run)
@@ -105,6 +116,7 @@ class _DBManagerServicer(_pb_grpc.DBManagerServicer):
             start = _time_us(request.start_time, "start_time") if request.start_time else None
             end = _time_us(request.end_time, "end_time") if request.end_time else None
             rows = self._db.select(request.trial_name, request.metric_name, start, end)
+            self._advertise(context)
             return pb.GetObservationLogReply(
                 observation_log=pb.ObservationLog(
                     metric_logs=[
@@ -150,13 +162,22 @@ class StoreServer:
 
 
 def start_store_server(
-    db_path: str | Path, address: str = "127.0.0.1:0", *, max_workers: int = 8
+    db_path: str | Path,
+    address: str = "127.0.0.1:0",
+    *,
+    max_workers: int = 8,
+    idempotent: bool = True,
+    busy_timeout_s: float = 30.0,
 ) -> StoreServer:
-    """Open (or create) ``db_path`` and serve it as Katib's DBManager on ``address``."""
+    """Open (or create) ``db_path`` and serve it as Katib's DBManager on ``address``.
+
+    ``idempotent=False`` stores duplicate rows as Katib's own DB manager does (tests of the client's
+    behaviour against a stock DB manager); ``busy_timeout_s`` is how long a write waits for the lock.
+    """
     host, sep, port_text = address.rpartition(":")
     if not sep or not host or not port_text.isdigit():
         raise ValueError(f"address: expected HOST:PORT, got {address!r}")
-    db = ObservationDB(db_path)
+    db = ObservationDB(db_path, busy_timeout_s=busy_timeout_s)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="store"),
         options=[
@@ -165,7 +186,7 @@ def start_store_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_DBManagerServicer_to_server(_DBManagerServicer(db), server)
+    pb_grpc.add_DBManagerServicer_to_server(_DBManagerServicer(db, idempotent=idempotent), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
