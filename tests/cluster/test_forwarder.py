@@ -70,7 +70,7 @@ def fake() -> _Client:
 def _forwarder(
     client: RemotePruner, pruned: list[tuple[str, str]] | None = None, **settings: object
 ) -> PruningForwarder:
-    def on_prune(job: JobRef, decision: Decision) -> None:
+    def on_prune(job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         if pruned is not None:
             pruned.append((job.trial, decision.policy))
 
@@ -144,7 +144,7 @@ def test_circuit_opens_after_consecutive_failures(
 def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> None:
     calls: list[str] = []
 
-    def on_prune(job: JobRef, decision: Decision) -> None:
+    def on_prune(job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         calls.append(job.trial)
         if len(calls) < 3:
             raise TemporaryError("API server busy")
@@ -174,7 +174,7 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
     port = silent.getsockname()[1]
     fwd = PruningForwarder(
         _Experiments(),
-        lambda job, decision: None,
+        lambda job, decision, point: None,
         settings=ForwarderSettings(
             address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
         ),

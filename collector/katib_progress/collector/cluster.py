@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Protocol
 
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.enforce import Enforcer
+from katib_progress.collector.enforce import Enforcer, ObservationReader
 from katib_progress.collector.events import EventRecorder
 from katib_progress.collector.experiments import ExperimentCache
 from katib_progress.collector.final_metrics import FinalMetricsMarker, StoredReader
@@ -39,6 +40,10 @@ _log = logging.getLogger(__name__)
 
 LAG = "collector_lag_seconds_max"
 TERMS = "collector_leader_terms_total"
+
+
+class Reader(StoredReader, ObservationReader, Protocol):
+    """Reads what the DB manager stored (``katib.readback.StoredRowsReader``)."""
 
 
 class ClusterOptions(BaseModel):
@@ -68,7 +73,7 @@ class _Term:
         self._lock = threading.Lock()
         self.forwarder = PruningForwarder(
             cc.experiments,
-            cc.enforcer.prune,
+            lambda job, decision, point: cc.enforcer.prune(job, decision, seq=point.seq),
             settings=o.forwarder,
             counters=cc.counters,
             client_factory=cc.pruning.connect,
@@ -161,7 +166,7 @@ class ClusterCollector:
         api_client: client.ApiClient,
         *,
         sink_factory: Callable[[], ObservationSink],
-        reader: StoredReader,
+        reader: Reader,
         pruning: PruningBackend,
         counters: Counters | None = None,
     ) -> None:
@@ -172,7 +177,7 @@ class ClusterCollector:
         self.counters = counters if counters is not None else Counters()
         self.pruning = pruning
         self.events = EventRecorder(api_client, instance=options.identity, counters=self.counters)
-        self.enforcer = Enforcer(api_client, events=self.events, counters=self.counters)
+        self.enforcer = Enforcer(api_client, events=self.events, counters=self.counters, observations=reader)
         self.experiments = ExperimentCache(
             api_client, ttl_s=options.experiment_ttl_s, validate=pruning.validate
         )

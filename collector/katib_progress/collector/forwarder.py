@@ -6,7 +6,7 @@ and see every point they need through the curve's latest values), and when ``max
 wait it drops the oldest one. Worker threads take points in arrival order (never two of one job at
 once), look up the Experiment (TTL cache), call ``Decide`` on
 ``address_template.format(experiment=, algorithm=, namespace=)`` with a deadline, and hand PRUNE
-decisions to ``on_prune``. A per-address circuit breaker stops calling a service after
+decisions to ``on_prune(job, decision, point)``. A per-address circuit breaker stops calling a service after
 ``breaker_failures`` consecutive failures for an exponentially growing pause (then one trial call).
 Everything that is not forwarded is counted (``collector_pruning_points_total{result=...}``).
 """
@@ -74,7 +74,7 @@ class PruningForwarder:
     def __init__(
         self,
         experiments: ExperimentSource,
-        on_prune: Callable[[JobRef, Decision], object],
+        on_prune: Callable[[JobRef, Decision, ProgressPoint], object],
         *,
         settings: ForwarderSettings | None = None,
         counters: Counters | None = None,
@@ -221,13 +221,13 @@ class PruningForwarder:
         self.counters.inc(POINTS, result="decided")
         self.counters.inc(DECISIONS, verdict="prune" if decision.prune else "continue")
         if decision.prune:
-            self._enforce(job, decision)
+            self._enforce(job, decision, point)
 
-    def _enforce(self, job: JobRef, decision: Decision) -> None:
+    def _enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         delay = self.settings.enforce_backoff_s
         for attempt in range(1, self.settings.enforce_attempts + 1):
             try:
-                self._on_prune(job, decision)
+                self._on_prune(job, decision, point)
             except TemporaryError as exc:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
