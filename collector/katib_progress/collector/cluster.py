@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.enforce import Enforcer, ObservationReader
-from katib_progress.collector.events import EventRecorder
-from katib_progress.collector.experiments import ExperimentCache
+from katib_progress.collector.enforce import Enforcer, EnforceResult, ObservationReader, condition_true
+from katib_progress.collector.events import EventRecorder, ObjectRef
+from katib_progress.collector.experiments import ExperimentCache, ExperimentInfo
 from katib_progress.collector.final_metrics import FinalMetricsMarker, StoredReader
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
 from katib_progress.collector.kube import JobEvent
@@ -34,7 +34,7 @@ from katib_progress.collector.pipeline import JobRef
 from katib_progress.collector.sinks import ObservationSink
 from katib_progress.collector.watchdog import Watchdog
 from katib_progress.core.pruning import PruningBackend
-from katib_progress.core.types import ProgressPoint
+from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
@@ -73,10 +73,11 @@ class _Term:
         self._lock = threading.Lock()
         self.forwarder = PruningForwarder(
             cc.experiments,
-            lambda job, decision, point: cc.enforcer.prune(job, decision, seq=point.seq),
+            self.enforce,
             settings=o.forwarder,
             counters=cc.counters,
             client_factory=cc.pruning.connect,
+            on_notice=self.notice,
         )
         self.final = FinalMetricsMarker(
             cc.api_client,
@@ -122,6 +123,22 @@ class _Term:
             self.forwarder.forget(job)
         else:
             self.final.observe(job, event.obj)
+            # a trial's end as the TrainJob shows it, told to the pruning engine (ReportFinal)
+            if condition_true(event.obj, "Failed"):
+                self.forwarder.submit_final(job, "failed")
+            elif condition_true(event.obj, "Complete"):
+                self.forwarder.submit_final(job, "complete")
+
+    def enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
+        result = self.cc.enforcer.prune(job, decision, seq=point.seq)
+        if result in (EnforceResult.PRUNED, EnforceResult.ALREADY_STOPPED):
+            self.forwarder.submit_final(job, "pruned")
+
+    def notice(self, info: ExperimentInfo, message: str) -> None:
+        ref = ObjectRef("kubeflow.org/v1beta1", "Experiment", info.namespace, info.name, info.uid)
+        self.cc.events.record(
+            ref, reason="LivePruningUnavailable", action="Collect", note=message, type_="Warning"
+        )
 
     def on_point(self, point: ProgressPoint) -> None:
         lag = (datetime.now(UTC) - point.timestamp).total_seconds()

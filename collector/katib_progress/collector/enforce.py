@@ -205,6 +205,19 @@ class Enforcer:
             return (EnforceResult.ALREADY_STOPPED if stopped else EnforceResult.PRUNED), dict(updated)
         raise classify(client.ApiException(status=409, reason=f"Trial {job.trial} kept changing"))
 
+    def mark_stopped(
+        self, namespace: str, trial: str, message: str = "Trial is early stopped"
+    ) -> EnforceResult:
+        """Katib's medianstop ``SetTrialStatus`` (pkg/earlystopping/v1beta1/medianstop/service.py):
+        add the EarlyStopped condition to the named Trial, nothing else (no observation: Katib's
+        stock collectors have stored the rows before they call it, and Katib's trial controller
+        reads them for an EarlyStopped Trial whose job ended; no suspend: the stock collector stops
+        the training process itself). Raises ``TemporaryError``/``PermanentError``."""
+        job = JobRef(namespace, trial, "", "", trial)
+        result, _ = self._mark_trial(job, message, None)
+        _log.info("SetTrialStatus %s/%s: %s", namespace, trial, result.value)
+        return result
+
     def suspend(self, job: JobRef) -> bool:
         """Merge-patch ``spec.suspend: true``; False when there was nothing to suspend."""
         obj = self._get(TRAINER, "trainjobs", job.namespace, job.name)
