@@ -77,10 +77,14 @@ def serve_command(args: argparse.Namespace) -> int:
     from katib_progress.suggestion.server import create_early_stopping_server
 
     namespace = args.namespace or pod_namespace()
-    enforcer = Enforcer(load_api_client(args.kubeconfig))
+    enforcers: list[Enforcer] = []
 
     def on_trial_stopped(experiment: str, trial: str) -> None:
-        enforcer.mark_stopped(namespace, trial)
+        # the Kubernetes client is built on first use: live pruning needs none, and a missing
+        # configuration fails only SetTrialStatus (with the reason), never the whole service
+        if not enforcers:
+            enforcers.append(Enforcer(load_api_client(args.kubeconfig)))
+        enforcers[0].mark_stopped(namespace, trial)
 
     server = create_early_stopping_server(args.address or ["0.0.0.0:6788"], on_trial_stopped=on_trial_stopped)
     stopping = threading.Event()
