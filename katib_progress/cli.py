@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from katib_progress import bench_cli
+from katib_progress import bench_cli, earlystopping_cli
 from katib_progress.collector import cli as collector_cli
 from katib_progress.core import logs
 from katib_progress.core.pruning import PruningBackend
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     collector_cli.register(sub, pruning=_pruning_backend)  # collector run, db serve
     suggestion_cli.register(sub)  # suggestion serve
+    earlystopping_cli.register(sub)  # earlystopping serve
     local_cli.register(sub)  # sweep
     bench_cli.register(sub)  # bench pruning
     report_cli.register(sub)  # report, watch, status

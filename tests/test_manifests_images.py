@@ -150,18 +150,19 @@ def test_python_images_are_multi_stage_wheel_builds(image: str) -> None:
     assert exec_form(final.all("HEALTHCHECK")[-1].split(" CMD ", 1)[1]) is not None
 
 
-def test_suggestion_image_serves_both_katib_apis() -> None:
+def test_suggestion_image_serves_6789_only() -> None:
+    # Katib's early-stopping container (ours, medianstop) binds 6788 in the same pod (composer.go)
     _text, df = _load(IMAGES / "suggestion" / "Dockerfile")
     exposed = {port for args in df.final.all("EXPOSE") for port in args.split()}
-    assert {"6789", "6788"} <= exposed
+    assert exposed == {"6789"}
     healthcheck = df.final.all("HEALTHCHECK")[-1]
     assert "manager.v1beta1.Suggestion" in healthcheck and "6789" in healthcheck
     cmd = exec_form(df.final.all("CMD")[-1])
-    assert cmd is not None
+    assert cmd is not None and "6788" not in " ".join(cmd)
     from katib_progress.cli import build_parser
 
     args = build_parser().parse_args(cmd)
-    assert args.address == ["0.0.0.0:6789", "0.0.0.0:6788"]
+    assert args.address == ["0.0.0.0:6789"] and not args.early_stopping
 
 
 def test_collector_image_matches_the_deployment() -> None:
@@ -175,13 +176,18 @@ def test_collector_image_matches_the_deployment() -> None:
     assert df.final.all("USER")[-1] == f"{pod_uid}:{pod_uid}"
 
 
-def test_earlystopping_image_idles_without_binding_6788() -> None:
-    text, df = _load(IMAGES / "earlystopping" / "Dockerfile")
-    (stage,) = df.stages
-    assert stage.base.startswith("registry.k8s.io/pause:") and pinned(stage.base)
-    assert stage.all("EXPOSE") == [] and "6788" not in " ".join(a for _, a in stage.instructions)
-    assert exec_form(stage.all("ENTRYPOINT")[-1]) == ["/pause"]
-    assert "Why:" in text  # the reason is documented next to the choice
+def test_earlystopping_image_serves_6788_from_its_cmd_alone() -> None:
+    # Katib sets no command, args or env on the early-stopping container: the CMD carries everything
+    _text, df = _load(IMAGES / "earlystopping" / "Dockerfile")
+    assert {p for args in df.final.all("EXPOSE") for p in args.split()} == {"6788"}
+    assert exec_form(df.final.all("ENTRYPOINT")[-1]) == ["katib-progress"]
+    cmd = exec_form(df.final.all("CMD")[-1])
+    assert cmd is not None
+    from katib_progress.cli import build_parser
+
+    args = build_parser().parse_args(cmd)
+    assert args.command == "earlystopping" and args.address == ["0.0.0.0:6788"]
+    assert df.final.all("USER")[-1] == "65532:65532"
     config = yaml.safe_load((ROOT / "manifests" / "katib" / "katib-config.yaml").read_text())
     (entry,) = [e for e in config["runtime"]["earlyStoppings"] if e["algorithmName"] == "katib-progress"]
     assert entry["image"].split("/")[-1].startswith("earlystopping:")

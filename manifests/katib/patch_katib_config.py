@@ -76,15 +76,16 @@ def _suggestion_entry(name: str, image: str, pull_policy: str) -> dict[str, Any]
 
 
 def _early_stopping_entry(image: str, pull_policy: str) -> dict[str, Any]:
-    # Katib lets only image, pull policy and resources be set for this container. It idles: the
-    # suggestion container of the same pod serves EarlyStopping on 6788 (docs/deploy.md).
+    # Katib lets only image, pull policy and resources be set for this container (composer.go
+    # desiredContainers). It runs the pruning engine (EarlyStopping + Pruning APIs on 6788, about
+    # 125 MiB resident when idle); the image's CMD carries its whole command line (docs/deploy.md).
     return {
         "algorithmName": EARLY_STOPPING_NAME,
         "image": image,
         "imagePullPolicy": pull_policy,
         "resources": {
-            "requests": {"cpu": "5m", "memory": "8Mi"},
-            "limits": {"cpu": "50m", "memory": "32Mi"},
+            "requests": {"cpu": "50m", "memory": "192Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
         },
     }
 

@@ -93,8 +93,9 @@ class TestFront:
 class Stack:
     kube: KubeStandin
     store: StoreServer
-    pruning_address: str
+    pruning_address: str  # the early-stopping container (Katib's port 6788)
     front: TestFront
+    suggestion_address: str = ""  # the suggestion container (Katib's port 6789)
     objects: Objects = field(init=False)
     api: client.CustomObjectsApi = field(init=False)
 
@@ -173,6 +174,7 @@ class Stack:
             ),
             forwarder=ForwarderSettings(
                 address_template=pruning_address or self.pruning_address,
+                suggestion_address_template=self.suggestion_address or "unused.invalid:1",
                 timeout_s=pruning_timeout_s,
                 enforce_backoff_s=0.05,
             ),

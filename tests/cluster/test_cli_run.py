@@ -93,8 +93,8 @@ def test_collector_run_with_deployment_flags(stack: Stack, tmp_path: Path) -> No
 
 def test_deployment_flags_reach_the_cluster_options() -> None:
     from katib_progress.cli import build_parser
-    from katib_progress.collector.cluster_cli import DEFAULT_TEMPLATE, _options
-    from katib_progress.collector.forwarder import DEFAULT_TEMPLATE as FORWARDER_TEMPLATE
+    from katib_progress.collector import forwarder
+    from katib_progress.collector.cluster_cli import DEFAULT_TEMPLATE, SUGGESTION_TEMPLATE, _options
 
     args = build_parser().parse_args(
         [
@@ -111,6 +111,9 @@ def test_deployment_flags_reach_the_cluster_options() -> None:
         "pod-1",
     )
     assert args.metrics_address == "0.0.0.0:8080" and options.identity == "pod-1"
-    assert options.forwarder.address_template == DEFAULT_TEMPLATE == FORWARDER_TEMPLATE
+    assert options.forwarder.address_template == DEFAULT_TEMPLATE == forwarder.DEFAULT_TEMPLATE
+    assert DEFAULT_TEMPLATE.endswith(":6788")  # Katib's early-stopping port (composer.go)
+    suggestion = options.forwarder.suggestion_address_template
+    assert suggestion == SUGGESTION_TEMPLATE == forwarder.SUGGESTION_TEMPLATE and suggestion.endswith(":6789")
     no_election = _options(build_parser().parse_args(["collector", "run", "--db-manager=db:6789"]))
     assert no_election.leader is None

@@ -45,6 +45,10 @@ def test_divergent_trial_is_pruned_suspended_and_explained(stack: Stack) -> None
     assert cond["status"] == "True" and cond["reason"] == EARLY_STOPPED_REASON
     assert "divergence" in cond["message"] and cond["lastUpdateTime"] == cond["lastTransitionTime"]
     assert cond["lastUpdateTime"].endswith("Z") and len(cond["lastUpdateTime"]) == 20  # metav1.Time
+    # written with the condition, from the stored rows (nan is never a row): Katib's getMetrics
+    assert trial["status"]["observation"] == {
+        "metrics": [{"name": "loss", "min": "1.9", "max": "2.1", "latest": "1.9"}]
+    }
     assert not _early_stopped(stack.trial("exp-good"))
     assert stack.trainjob("exp-good")["spec"].get("suspend") is not True
     regarding = sorted((e["regarding"]["kind"], e["regarding"]["name"], e["reason"]) for e in stack.events())

@@ -76,7 +76,11 @@ def test_finished_trial_is_left_alone(kube: KubeStandin) -> None:
         "t",
         {
             "status": {
-                "conditions": [{"type": "Succeeded", "status": "False", "reason": "MetricsUnavailable"}]
+                # MarkTrialStatusMetricsUnavailable (pkg/apis/controller/trials/v1beta1/util.go)
+                "conditions": [
+                    {"type": "Running", "status": "False", "reason": "TrialRunning"},
+                    {"type": "MetricsUnavailable", "status": "True", "reason": "MetricsUnavailable"},
+                ]
             }
         },
     )

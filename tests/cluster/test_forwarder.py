@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import pytest
 
@@ -20,12 +21,16 @@ from katib_progress.core.types import Decision, ProgressPoint, Verdict
 from katib_progress.suggestion.pruning.backend import BACKEND
 from tests.kubestandin.waiting import wait_until
 
-INFO = ExperimentInfo("ns", "exp", "kp-tpe", "katib-progress", "loss", "minimize")
+# a stock algorithm with our early stopping: one route (the pruning engine)
+INFO = ExperimentInfo("ns", "exp", "tpe", "katib-progress", "loss", "minimize")
 
 
 class _Experiments:
+    def __init__(self, info: ExperimentInfo = INFO) -> None:
+        self.info = info
+
     def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningSpec | None]:
-        return INFO, INFO.pruning_spec()
+        return self.info, self.info.pruning_spec()
 
 
 class _Client:
@@ -37,10 +42,13 @@ class _Client:
         self.seen: list[tuple[str, int]] = []
         self.fail = False
         self.prune_seq: int | None = None
+        self.finals: list[tuple[str, str, str]] = []
+        self.specs: list[PruningSpec | None] = []
 
     def decide(self, point: ProgressPoint, spec: PruningSpec | None = None) -> Decision:
         self.gate.wait(10)
         self.seen.append((point.trial, point.seq))
+        self.specs.append(spec)
         if self.fail:
             raise TemporaryError("unavailable")
         if self.prune_seq is not None and point.seq >= self.prune_seq:
@@ -48,7 +56,7 @@ class _Client:
         return Decision.cont()
 
     def report_final(self, experiment: str, trial: str, state: str) -> None:
-        return None
+        self.finals.append((experiment, trial, state))
 
     def close(self) -> None:
         return None
@@ -70,7 +78,7 @@ def fake() -> _Client:
 def _forwarder(
     client: RemotePruner, pruned: list[tuple[str, str]] | None = None, **settings: object
 ) -> PruningForwarder:
-    def on_prune(job: JobRef, decision: Decision) -> None:
+    def on_prune(job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         if pruned is not None:
             pruned.append((job.trial, decision.policy))
 
@@ -144,7 +152,7 @@ def test_circuit_opens_after_consecutive_failures(
 def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> None:
     calls: list[str] = []
 
-    def on_prune(job: JobRef, decision: Decision) -> None:
+    def on_prune(job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         calls.append(job.trial)
         if len(calls) < 3:
             raise TemporaryError("API server busy")
@@ -174,7 +182,7 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
     port = silent.getsockname()[1]
     fwd = PruningForwarder(
         _Experiments(),
-        lambda job, decision: None,
+        lambda job, decision, point: None,
         settings=ForwarderSettings(
             address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
         ),
@@ -193,6 +201,56 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
 
 def test_address_template_and_settings_validation() -> None:
     settings = ForwarderSettings()
-    assert settings.address(experiment="e", algorithm="kp-tpe", namespace="ns") == "e-kp-tpe.ns:6789"
+    assert settings.address(experiment="e", algorithm="kp-tpe", namespace="ns") == "e-kp-tpe.ns:6788"
+    assert (
+        settings.suggestion_address(experiment="e", algorithm="kp-tpe", namespace="ns") == "e-kp-tpe.ns:6789"
+    )
     with pytest.raises(ValueError, match="workers"):
         ForwarderSettings(workers=0)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "early", "routes", "notices"),
+    [
+        ("kp-tpe", "katib-progress", {"es": "median", "sugg": "nop"}, 0),
+        ("kp-tpe", "medianstop", {"sugg": "nop"}, 1),  # 6788 is Katib's medianstop: never called
+        ("kp-tpe", "", {"sugg": "nop"}, 1),
+        ("random", "katib-progress", {"es": "median"}, 0),
+        ("random", "medianstop", {}, 0),
+        ("random", "", {}, 0),
+    ],
+)
+def test_routes_of_every_pairing_and_trial_ends(
+    algorithm: str, early: str, routes: dict[str, str], notices: int
+) -> None:
+    info = ExperimentInfo(
+        "ns", "exp", algorithm, early, "loss", "minimize", MappingProxyType({"policy": "median"})
+    )
+    clients: dict[str, _Client] = {}
+    noticed: list[str] = []
+    prunes: list[str] = []
+
+    def factory(address: str, timeout: float) -> _Client:
+        return clients.setdefault(address, _Client())
+
+    fwd = PruningForwarder(
+        _Experiments(info),
+        lambda job, decision, point: prunes.append(job.trial),
+        settings=ForwarderSettings(address_template="es", suggestion_address_template="sugg"),
+        client_factory=factory,
+        on_notice=lambda i, message: noticed.append(message),
+    ).start()
+    try:
+        for seq in range(3):
+            fwd.submit(_job("t"), _point("t", seq))
+            assert fwd.idle(5)
+        fwd.submit_final(_job("t"), "complete")
+        fwd.submit_final(_job("t"), "complete")  # reported once
+        assert fwd.idle(5)
+    finally:
+        fwd.stop(2)
+    assert {a: c.specs[0].settings["policy"] for a, c in clients.items() if c.specs} == routes
+    assert {a: len(c.seen) for a, c in clients.items()} == {a: 3 for a in routes}
+    assert {a: c.finals for a, c in clients.items()} == {a: [("exp", "t", "complete")] for a in routes}
+    assert len(noticed) == notices and all("live pruning" in m for m in noticed)
+    assert not prunes

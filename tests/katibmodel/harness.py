@@ -40,12 +40,16 @@ pb: Any = katib_api_pb2
 DB_SERVICE = "katib-db-manager.kubeflow"  # GetDBManagerAddr(): katib-db-manager.<katib ns>:6789
 
 
-def default_pruning_template() -> str:
-    """The collector's default ``--pruning-address-template``, read from the real CLI parser."""
+def default_pruning_template(flag: str = "pruning_address_template") -> str:
+    """The collector's default ``--pruning-address-template`` (the early-stopping container) or
+    ``--suggestion-address-template`` (the suggestion container), read from the real CLI parser."""
     from katib_progress.cli import build_parser
 
     args = build_parser().parse_args(["collector", "run", "--db-manager=unused:1"])
-    return str(args.pruning_address_template)
+    return str(getattr(args, flag))
+
+
+SUGGESTION_FLAG = "suggestion_address_template"
 
 
 class Process:
@@ -182,9 +186,9 @@ class KatibModel:
         admitted = webhook.admit(self.kube, experiment)
         return self.kube.create(EXPERIMENTS, admitted["metadata"]["namespace"], admitted)
 
-    def pruning_address(self, experiment: Mapping[str, Any]) -> str:
+    def pruning_address(self, experiment: Mapping[str, Any], flag: str = "pruning_address_template") -> str:
         """Where the collector's default template points for ``experiment``, resolved by the model's DNS."""
-        address = default_pruning_template().format(
+        address = default_pruning_template(flag).format(
             experiment=experiment["metadata"]["name"],
             algorithm=experiment["spec"]["algorithm"]["algorithmName"],
             namespace=experiment["metadata"]["namespace"],
@@ -200,6 +204,7 @@ class KatibModel:
             f"--kubeconfig={self.kubeconfig}",
             f"--db-manager={self.db_address}",
             f"--pruning-address-template={self.pruning_address(experiment)}",
+            f"--suggestion-address-template={self.pruning_address(experiment, SUGGESTION_FLAG)}",
             "--experiment-cache-ttl=1",
             *extra,
         ]  # fmt: skip

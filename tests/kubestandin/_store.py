@@ -310,6 +310,8 @@ class Store:
             view = {**obj, "apiVersion": rtype.api_version, "kind": rtype.kind}
             old_view = None if old is None else {**old, "apiVersion": rtype.api_version, "kind": rtype.kind}
             causes += schema.validate(view, old_view)
+        if old is not None and (rtype.group, rtype.plural) == ("events.k8s.io", "events"):
+            causes += _event_update_causes(obj, old)
         if causes:
             raise invalid(rtype, str(obj["metadata"].get("name", "")), causes)
         return obj
@@ -407,3 +409,28 @@ def _spec_changed(new: dict[str, Any], old: dict[str, Any]) -> bool:
         return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
     return body(new) != body(old)
+
+
+# kubernetes pkg/apis/core/validation/events.go, ValidateEventUpdate: through events.k8s.io/v1 these
+# fields never change (note is the core Event's message); eventTime is compared at microseconds; a
+# changed series needs count >= 2 (minEventSeriesCount) and a lastObservedTime (validateV1EventSeries).
+_EVENT_IMMUTABLE = (
+    "regarding", "reason", "note", "type", "action", "related", "reportingController",
+    "reportingInstance", "eventTime", "deprecatedSource", "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp", "deprecatedCount",
+)  # fmt: skip
+
+
+def _event_update_causes(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    causes = [
+        Cause("FieldValueInvalid", key, "field is immutable")
+        for key in _EVENT_IMMUTABLE
+        if new.get(key) != old.get(key)
+    ]
+    series = new.get("series")
+    if series != old.get("series") and series is not None:
+        if int(series.get("count") or 0) < 2:
+            causes.append(Cause("FieldValueInvalid", "series.count", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(Cause("FieldValueRequired", "series.lastObservedTime", "Required value"))
+    return causes

@@ -19,7 +19,15 @@ def trial_body(name: str, experiment: str | None, *, namespace: str = "default")
         "apiVersion": "kubeflow.org/v1beta1",
         "kind": "Trial",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"objective": {"type": "minimize", "objectiveMetricName": "loss"}},
+        # Katib's Experiment defaulting gives every metric a strategy and the Trial copies the
+        # objective (pkg/apis/controller/experiments/v1beta1/experiment_defaults.go)
+        "spec": {
+            "objective": {
+                "type": "minimize",
+                "objectiveMetricName": "loss",
+                "metricStrategies": [{"name": "loss", "value": "min"}],
+            }
+        },
     }
 
 

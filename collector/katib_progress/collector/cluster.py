@@ -16,15 +16,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Protocol
 
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.enforce import Enforcer
-from katib_progress.collector.events import EventRecorder
-from katib_progress.collector.experiments import ExperimentCache
+from katib_progress.collector.enforce import Enforcer, EnforceResult, ObservationReader, condition_true
+from katib_progress.collector.events import EventRecorder, ObjectRef
+from katib_progress.collector.experiments import ExperimentCache, ExperimentInfo
 from katib_progress.collector.final_metrics import FinalMetricsMarker, StoredReader
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
 from katib_progress.collector.kube import JobEvent
@@ -33,11 +34,15 @@ from katib_progress.collector.pipeline import JobRef
 from katib_progress.collector.sinks import ObservationSink
 from katib_progress.collector.watchdog import Watchdog
 from katib_progress.core.pruning import PruningBackend
-from katib_progress.core.types import ProgressPoint
+from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
 TERMS = "collector_leader_terms_total"
+
+
+class Reader(StoredReader, ObservationReader, Protocol):
+    """Reads what the DB manager stored (``katib.readback.StoredRowsReader``)."""
 
 
 class ClusterOptions(BaseModel):
@@ -67,10 +72,11 @@ class _Term:
         self._lock = threading.Lock()
         self.forwarder = PruningForwarder(
             cc.experiments,
-            cc.enforcer.prune,
+            self.enforce,
             settings=o.forwarder,
             counters=cc.counters,
             client_factory=cc.pruning.connect,
+            on_notice=self.notice,
         )
         self.final = FinalMetricsMarker(
             cc.api_client,
@@ -116,6 +122,22 @@ class _Term:
             self.forwarder.forget(job)
         else:
             self.final.observe(job, event.obj)
+            # a trial's end as the TrainJob shows it, told to the pruning engine (ReportFinal)
+            if condition_true(event.obj, "Failed"):
+                self.forwarder.submit_final(job, "failed")
+            elif condition_true(event.obj, "Complete"):
+                self.forwarder.submit_final(job, "complete")
+
+    def enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
+        result = self.cc.enforcer.prune(job, decision, seq=point.seq)
+        if result in (EnforceResult.PRUNED, EnforceResult.ALREADY_STOPPED):
+            self.forwarder.submit_final(job, "pruned")
+
+    def notice(self, info: ExperimentInfo, message: str) -> None:
+        ref = ObjectRef("kubeflow.org/v1beta1", "Experiment", info.namespace, info.name, info.uid)
+        self.cc.events.record(
+            ref, reason="LivePruningUnavailable", action="Collect", note=message, type_="Warning"
+        )
 
     def on_point(self, point: ProgressPoint) -> None:
         lag = (datetime.now(UTC) - point.timestamp).total_seconds()
@@ -160,7 +182,7 @@ class ClusterCollector:
         api_client: client.ApiClient,
         *,
         sink_factory: Callable[[], ObservationSink],
-        reader: StoredReader,
+        reader: Reader,
         pruning: PruningBackend,
         counters: Counters | None = None,
     ) -> None:
@@ -171,7 +193,7 @@ class ClusterCollector:
         self.counters = counters if counters is not None else Counters()
         self.pruning = pruning
         self.events = EventRecorder(api_client, instance=options.identity, counters=self.counters)
-        self.enforcer = Enforcer(api_client, events=self.events, counters=self.counters)
+        self.enforcer = Enforcer(api_client, events=self.events, counters=self.counters, observations=reader)
         self.experiments = ExperimentCache(
             api_client, ttl_s=options.experiment_ttl_s, validate=pruning.validate
         )

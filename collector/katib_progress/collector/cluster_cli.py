@@ -25,9 +25,10 @@ from katib_progress.core.pruning import PruningBackend
 
 _log = logging.getLogger(__name__)
 
-#: Same as ``katib_progress.collector.forwarder.DEFAULT_TEMPLATE`` (kept here so building the CLI
-#: parser stays light).
-DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"
+#: Same as ``katib_progress.collector.forwarder.DEFAULT_TEMPLATE`` / ``SUGGESTION_TEMPLATE`` (kept here
+#: so building the CLI parser stays light): Katib's suggestion Service, early-stopping / suggestion port.
+DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6788"
+SUGGESTION_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -60,7 +61,14 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
         "--pruning-address-template",
         default=DEFAULT_TEMPLATE,
         metavar="TEMPLATE",
-        help="pruning service address; {experiment}, {algorithm}, {namespace} are substituted",
+        help="our pruning engine (the early-stopping container, Katib's port 6788) for Experiments with "
+        "earlyStopping katib-progress; {experiment}, {algorithm}, {namespace} are substituted",
+    )
+    run.add_argument(
+        "--suggestion-address-template",
+        default=SUGGESTION_TEMPLATE,
+        metavar="TEMPLATE",
+        help="our suggestion service (Katib's port 6789), fed curves for kp-* algorithms; same fields",
     )
     run.add_argument("--pruning-timeout", type=float, default=2.0, metavar="S", help="deadline per Decide")
     run.add_argument("--pruning-workers", type=int, default=2, metavar="N")
@@ -94,6 +102,7 @@ def _options(args: argparse.Namespace) -> Any:
         collector=CollectorSettings(watch=WatchSettings(namespaces=tuple(args.namespace or ()))),
         forwarder=ForwarderSettings(
             address_template=args.pruning_address_template,
+            suggestion_address_template=args.suggestion_address_template,
             timeout_s=args.pruning_timeout,
             workers=args.pruning_workers,
         ),

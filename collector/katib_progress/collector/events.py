@@ -1,10 +1,14 @@
 """Kubernetes Events (events.k8s.io/v1) explaining what the collector did.
 
 One API only: ``events.k8s.io/v1`` (what ``kubectl events`` / ``describe`` show, and the API
-client-go's current recorder uses). Event names are deterministic per (object uid, reason), so a
-retried or restarted enforcement does not create a second Event: the ``create`` answers 409 and
-the existing Event is ``patch``-ed (``series`` bumped, note refreshed). Reading Events is never
-needed, so the ClusterRole grants only ``create`` and ``patch``.
+client-go's current recorder uses). Through that API an Event's ``note`` (and reason, action,
+regarding, type, eventTime, reporting fields) can never change: an update that changes one is
+rejected with 422 (kubernetes pkg/apis/core/validation/events.go ``ValidateEventUpdate``). So
+Event names are deterministic per (object uid, reason, note): a retried or restarted enforcement
+with the same note does not create a second Event (the ``create`` answers 409 and only the
+existing Event's ``series`` is patched: count >= 2 and ``lastObservedTime``, the fields the API
+lets change), and a different note is a new Event. Reading Events is never needed, so the
+ClusterRole grants only ``create`` and ``patch``.
 """
 
 from __future__ import annotations
@@ -71,14 +75,15 @@ class EventRecorder:
         self._counts: dict[str, int] = {}
 
     @staticmethod
-    def event_name(ref: ObjectRef, reason: str) -> str:
-        digest = hashlib.sha256(f"{ref.uid or ref.name}\x00{reason}".encode()).hexdigest()[:12]
+    def event_name(ref: ObjectRef, reason: str, note: str = "") -> str:
+        key = f"{ref.uid or ref.name}\x00{reason}\x00{note}"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         return f"{ref.name[:200]}.{digest}"
 
     def record(self, ref: ObjectRef, *, reason: str, action: str, note: str, type_: str = "Normal") -> bool:
-        name = self.event_name(ref, reason)
-        now = micro_time(self._clock())
         note = note if len(note) <= _NOTE_MAX else note[: _NOTE_MAX - 3] + "..."
+        name = self.event_name(ref, reason, note)
+        now = micro_time(self._clock())
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -103,10 +108,8 @@ class EventRecorder:
                     count = self._counts.get(name, 1) + 1
                     self._counts[name] = count
                 # JSON patch: the generated client sends events patches as application/json-patch+json.
-                patch = [
-                    {"op": "add", "path": "/note", "value": note},
-                    {"op": "add", "path": "/series", "value": {"count": count, "lastObservedTime": now}},
-                ]
+                # Only the series may change (the note is immutable; the same note has the same name).
+                patch = [{"op": "add", "path": "/series", "value": {"count": count, "lastObservedTime": now}}]
                 self._api.patch_namespaced_event(name, ref.namespace, patch, _request_timeout=self._timeout)
                 result = "updated"
         except (client.ApiException, OSError) as exc:

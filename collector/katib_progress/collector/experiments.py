@@ -1,12 +1,12 @@
 """Katib Experiments as the collector needs them: algorithm, objective, pruning settings (TTL cache).
 
-Which experiments are pruned (documented in docs/cluster.md):
+Which experiments are pruned (documented in docs/cluster.md; routing in collector/forwarder.py):
 
-- ``spec.earlyStopping.algorithmName == "katib-progress"``: points are forwarded with the
-  Experiment's ``earlyStopping.algorithmSettings`` (policies may prune);
-- otherwise, an algorithm of ours (``kp-*``): points are forwarded with ``policy=nop`` so the
-  suggestion service learns the curves, and nothing is ever pruned (the user asked for no early
-  stopping);
+- ``spec.earlyStopping.algorithmName == "katib-progress"``: points are forwarded to our
+  early-stopping container with the Experiment's ``earlyStopping.algorithmSettings`` (policies may
+  prune): ``pruning_spec()``;
+- an algorithm of ours (``kp-*``), whatever the early stopping: points are also forwarded to our
+  suggestion container with ``policy=nop`` so it learns the curves (never prunes): ``curve_spec()``;
 - anything else: collected, never forwarded, never pruned.
 """
 
@@ -41,6 +41,7 @@ class ExperimentInfo:
     objective_metric: str
     direction: str
     settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    uid: str = ""
 
     @property
     def ours(self) -> bool:
@@ -56,11 +57,18 @@ class ExperimentInfo:
         return self.prunes or self.ours
 
     def pruning_spec(self) -> PruningSpec | None:
-        """The pruning spec sent with each point; None when not forwarded."""
-        if not self.forwarded or not self.objective_metric:
+        """The spec sent with each point to our pruning engine; None without our early stopping."""
+        if not self.prunes or not self.objective_metric:
             return None
-        settings = dict(self.settings) if self.prunes else {"policy": "nop"}
-        return PruningSpec(self.objective_metric, self.direction or "minimize", MappingProxyType(settings))
+        settings = MappingProxyType(dict(self.settings))
+        return PruningSpec(self.objective_metric, self.direction or "minimize", settings)
+
+    def curve_spec(self) -> PruningSpec | None:
+        """The spec sent with each point to our suggestion service (curves only); None unless ``kp-*``."""
+        if not self.ours or not self.objective_metric:
+            return None
+        nop = MappingProxyType({"policy": "nop"})
+        return PruningSpec(self.objective_metric, self.direction or "minimize", nop)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ExperimentInfo:
@@ -81,6 +89,7 @@ class ExperimentInfo:
             objective_metric=str(objective.get("objectiveMetricName") or ""),
             direction=str(objective.get("type") or "minimize").lower(),
             settings=MappingProxyType(settings),
+            uid=str(meta.get("uid") or ""),
         )
 
 

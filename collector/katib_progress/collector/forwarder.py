@@ -1,4 +1,20 @@
-"""Forward ProgressPoints to each experiment's pruning service, off the collection path.
+"""Forward ProgressPoints (and trial ends) to each experiment's pruning services, off the collection path.
+
+Where points go (docs/cluster.md, "Which container serves what"): Katib runs the suggestion container
+(Service port 6789) and, when ``spec.earlyStopping`` is set, the early-stopping container (port
+6788) in one pod behind one Service (suggestion/composer/composer.go ``DesiredService``):
+
+- ``earlyStopping.algorithmName: katib-progress``: our pruning engine runs in the early-stopping
+  container: points go to ``address_template`` (default ``...:6788``) with the Experiment's settings
+  and PRUNE decisions are enforced;
+- a ``kp-*`` algorithm: our suggestion container learns the curves: points go to
+  ``suggestion_address_template`` (default ``...:6789``) with ``policy=nop`` (never prunes). With
+  any other early stopping (e.g. ``medianstop``) or none, 6788 is not ours (or absent) and nothing
+  is sent there; ``on_notice`` is told once per Experiment that live pruning is unavailable;
+- anything else: nothing is forwarded.
+
+``submit_final(job, state)`` reports a trial's end (``complete``/``failed``/``pruned``) once to the
+same services (``RemotePruner.report_final``).
 
 ``PruningForwarder.submit(job, point)`` never blocks and never raises: it replaces any point of the
 same TrainJob still waiting (only the latest matters: the engines are idempotent per (trial, seq)
@@ -6,7 +22,7 @@ and see every point they need through the curve's latest values), and when ``max
 wait it drops the oldest one. Worker threads take points in arrival order (never two of one job at
 once), look up the Experiment (TTL cache), call ``Decide`` on
 ``address_template.format(experiment=, algorithm=, namespace=)`` with a deadline, and hand PRUNE
-decisions to ``on_prune``. A per-address circuit breaker stops calling a service after
+decisions to ``on_prune(job, decision, point)``. A per-address circuit breaker stops calling a service after
 ``breaker_failures`` consecutive failures for an exponentially growing pause (then one trial call).
 Everything that is not forwarded is counted (``collector_pruning_points_total{result=...}``).
 """
@@ -37,13 +53,17 @@ DECISIONS = "collector_prune_decisions_total"  # label verdict=continue|prune
 ERRORS = "collector_pruning_errors_total"  # label kind=temporary|permanent|experiment|enforce
 BREAKER_OPENED = "collector_pruning_breaker_opened_total"
 
-DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"
+DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6788"  # Katib's early-stopping port
+SUGGESTION_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"  # Katib's suggestion port
+FINALS = "collector_pruning_finals_total"  # label result=reported|failed
+_FINAL = "\x00final"
 
 
 class ForwarderSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    address_template: str = Field(default=DEFAULT_TEMPLATE, min_length=1)
+    address_template: str = Field(default=DEFAULT_TEMPLATE, min_length=1, description="pruning engine")
+    suggestion_address_template: str = Field(default=SUGGESTION_TEMPLATE, min_length=1)
     workers: int = Field(default=2, ge=1, le=64)
     timeout_s: float = Field(default=2.0, gt=0, description="deadline of each Decide call")
     max_pending: int = Field(default=10_000, ge=1, description="jobs whose latest point waits")
@@ -55,6 +75,22 @@ class ForwarderSettings(BaseModel):
 
     def address(self, *, experiment: str, algorithm: str, namespace: str) -> str:
         return self.address_template.format(experiment=experiment, algorithm=algorithm, namespace=namespace)
+
+    def suggestion_address(self, *, experiment: str, algorithm: str, namespace: str) -> str:
+        return self.suggestion_address_template.format(
+            experiment=experiment, algorithm=algorithm, namespace=namespace
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    address: str
+    spec: PruningSpec
+    enforce: bool  # PRUNE decisions from here are enforced (the pruning engine, not the curve feed)
+
+
+def _decide(point: ProgressPoint, spec: PruningSpec) -> Callable[[RemotePruner], Decision]:
+    return lambda pruner: pruner.decide(point, spec)
 
 
 class ExperimentSource(Protocol):
@@ -74,21 +110,25 @@ class PruningForwarder:
     def __init__(
         self,
         experiments: ExperimentSource,
-        on_prune: Callable[[JobRef, Decision], object],
+        on_prune: Callable[[JobRef, Decision, ProgressPoint], object],
         *,
         settings: ForwarderSettings | None = None,
         counters: Counters | None = None,
         client_factory: Callable[[str, float], RemotePruner],
         clock: Callable[[], float] = time.monotonic,
+        on_notice: Callable[[ExperimentInfo, str], object] | None = None,
     ) -> None:
         self.settings = settings or ForwarderSettings()
+        self._on_notice = on_notice
+        self._noticed: set[tuple[str, str]] = set()
+        self._reported: set[str] = set()
         self.counters = counters if counters is not None else Counters()
         self._experiments = experiments
         self._on_prune = on_prune
         self._factory = client_factory
         self._clock = clock
         self._cond = threading.Condition()
-        self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint]] = OrderedDict()
+        self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint | str]] = OrderedDict()
         self._busy: set[str] = set()
         self._clients: dict[str, RemotePruner] = {}
         self._breakers: dict[str, _Breaker] = {}
@@ -105,6 +145,15 @@ class PruningForwarder:
                 self._queue.popitem(last=False)
                 self.counters.inc(POINTS, result="dropped_overflow")
             self._queue[job.key] = (job, point)
+            self._cond.notify()
+
+    def submit_final(self, job: JobRef, state: str) -> None:
+        """Report the trial's end (``complete``/``failed``/``pruned``) once, after its queued point."""
+        with self._cond:
+            if job.key in self._reported:
+                return
+            self._reported.add(job.key)
+            self._queue[job.key + _FINAL] = (job, state)
             self._cond.notify()
 
     @property
@@ -139,27 +188,38 @@ class PruningForwarder:
 
     # -- workers -----------------------------------------------------------------------------------
 
-    def _take(self) -> tuple[JobRef, ProgressPoint] | None:
+    def _ready(self, key: str) -> bool:
+        if key in self._busy:
+            return False
+        point_key = key.removesuffix(_FINAL)
+        return point_key == key or (point_key not in self._busy and point_key not in self._queue)
+
+    def _take(self) -> tuple[JobRef, ProgressPoint | str] | None:
         with self._cond:
             while not self._stopping.is_set():
-                key = next((k for k in self._queue if k not in self._busy), None)
+                key = next((k for k in self._queue if self._ready(k)), None)
                 if key is not None:
                     self._busy.add(key)
-                    return self._queue.pop(key)
+                    job, item = self._queue.pop(key)
+                    return job, item
                 self._cond.wait(0.5)
             return None
 
     def _work(self) -> None:
-        while (item := self._take()) is not None:
-            job, point = item
+        while (taken := self._take()) is not None:
+            job, item = taken
+            key = job.key if isinstance(item, ProgressPoint) else job.key + _FINAL
             try:
-                self._forward(job, point)
+                if isinstance(item, ProgressPoint):
+                    self._forward(job, item)
+                else:
+                    self._final(job, item)
             except Exception:  # noqa: BLE001 - outermost loop of a worker thread: log, count, carry on
-                _log.exception("forwarding the point of trial %s failed unexpectedly", job.trial)
+                _log.exception("forwarding for trial %s failed unexpectedly", job.trial)
                 self.counters.inc(ERRORS, kind="unexpected")
             finally:
                 with self._cond:
-                    self._busy.discard(job.key)
+                    self._busy.discard(key)
                     self._cond.notify_all()
 
     def _breaker_allows(self, address: str) -> bool:
@@ -183,51 +243,99 @@ class PruningForwarder:
                 found = self._clients[address] = self._factory(address, self.settings.timeout_s)
             return found
 
-    def _forward(self, job: JobRef, point: ProgressPoint) -> None:
+    def _routes(self, job: JobRef) -> list[Route] | None:
+        """Where this job's experiment wants points; None when the Experiment is unreadable."""
         try:
-            info, config = self._experiments.config(job.namespace, job.experiment)
+            info, spec = self._experiments.config(job.namespace, job.experiment)
         except KatibProgressError as exc:
             self.counters.inc(ERRORS, kind="experiment")
             _log.warning("Experiment %s/%s unreadable: %s", job.namespace, job.experiment, exc)
-            return
-        if info is None or config is None:
-            self.counters.inc(POINTS, result="not_pruned")
-            return
-        address = self.settings.address(
-            experiment=info.name, algorithm=info.algorithm, namespace=job.namespace
-        )
+            return None
+        if info is None:
+            return []
+        names = {"experiment": info.name, "algorithm": info.algorithm, "namespace": job.namespace}
+        routes = []
+        if spec is not None and info.prunes:
+            routes.append(Route(self.settings.address(**names), spec, enforce=True))
+        curve = info.curve_spec()
+        if curve is not None:
+            routes.append(Route(self.settings.suggestion_address(**names), curve, enforce=False))
+        if info.ours and not info.prunes:
+            self._notice(info)
+        return routes
+
+    def _notice(self, info: ExperimentInfo) -> None:
+        key = (info.namespace, info.name)
         with self._cond:
-            allowed = self._breaker_allows(address)
+            if key in self._noticed:
+                return
+            self._noticed.add(key)
+        what = f"early stopping {info.early_stopping!r}" if info.early_stopping else "no early stopping"
+        message = (
+            f"Experiment {info.namespace}/{info.name} uses {what}: live pruning by katib-progress is "
+            f"unavailable (nothing is sent to port 6788); progress is still collected and the "
+            f"{info.algorithm} suggestion service still learns the curves"
+        )
+        _log.warning(message, extra={"event": "live_pruning_unavailable", "experiment": info.name})
+        if self._on_notice is not None:
+            self._on_notice(info, message)
+
+    def _call(self, route: Route, job: JobRef, call: Callable[[RemotePruner], object]) -> object | None:
+        """One call through the breaker; None when skipped or failed (counted)."""
+        with self._cond:
+            allowed = self._breaker_allows(route.address)
         if not allowed:
             self.counters.inc(POINTS, result="dropped_breaker_open")
-            return
+            return None
         try:
-            decision = self._client(address).decide(point, config)
+            result = call(self._client(route.address))
         except TemporaryError as exc:
             self.counters.inc(ERRORS, kind="temporary")
             with self._cond:
-                self._failed(address)
-            _log.info("pruning service %s: %s", address, exc)
-            return
+                self._failed(route.address)
+            _log.info("pruning service %s: %s", route.address, exc)
+            return None
         except PermanentError as exc:
-            # e.g. UNIMPLEMENTED: a stock suggestion image behind the address; back off like a failure
+            # e.g. UNIMPLEMENTED: not our image behind the address; back off like a failure
             self.counters.inc(ERRORS, kind="permanent")
             with self._cond:
-                self._failed(address)
-            _log.error("pruning service %s rejected trial %s's point: %s", address, job.trial, exc)
-            return
+                self._failed(route.address)
+            _log.error("pruning service %s rejected trial %s: %s", route.address, job.trial, exc)
+            return None
         with self._cond:
-            self._breakers[address] = _Breaker()
-        self.counters.inc(POINTS, result="decided")
-        self.counters.inc(DECISIONS, verdict="prune" if decision.prune else "continue")
-        if decision.prune:
-            self._enforce(job, decision)
+            self._breakers[route.address] = _Breaker()
+        return result
 
-    def _enforce(self, job: JobRef, decision: Decision) -> None:
+    def _forward(self, job: JobRef, point: ProgressPoint) -> None:
+        routes = self._routes(job)
+        if routes is None:
+            return
+        if not routes:
+            self.counters.inc(POINTS, result="not_pruned")
+            return
+        for route in routes:
+            decision = self._call(route, job, _decide(point, route.spec))
+            if not isinstance(decision, Decision):
+                continue
+            self.counters.inc(POINTS, result="decided")
+            self.counters.inc(DECISIONS, verdict="prune" if decision.prune else "continue")
+            if decision.prune and route.enforce:
+                self._enforce(job, decision, point)
+
+    def _final(self, job: JobRef, state: str) -> None:
+        def report(c: RemotePruner) -> bool:
+            c.report_final(job.experiment, job.trial, state)
+            return True
+
+        for route in self._routes(job) or ():
+            done = self._call(route, job, report)
+            self.counters.inc(FINALS, result="reported" if done else "failed")
+
+    def _enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
         delay = self.settings.enforce_backoff_s
         for attempt in range(1, self.settings.enforce_attempts + 1):
             try:
-                self._on_prune(job, decision)
+                self._on_prune(job, decision, point)
             except TemporaryError as exc:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
@@ -249,3 +357,5 @@ class PruningForwarder:
     def forget(self, job: JobRef) -> None:
         with self._cond:
             self._queue.pop(job.key, None)
+            self._queue.pop(job.key + _FINAL, None)
+            self._reported.discard(job.key)

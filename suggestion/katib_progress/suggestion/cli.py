@@ -15,7 +15,7 @@ _GRACE_S = 5.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("suggestion", help="Optuna-backed Katib suggestion service")
     sub = parser.add_subparsers(dest="suggestion_command", metavar="COMMAND", required=True)
-    serve = sub.add_parser("serve", help="serve Katib's Suggestion API (and EarlyStopping when built)")
+    serve = sub.add_parser("serve", help="serve Katib's Suggestion API and the Pruning API (curves)")
     serve.add_argument(
         "--address",
         action="append",
@@ -27,6 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="Optuna storage URL, e.g. sqlite:///studies.db (default: in memory)",
     )
+    serve.add_argument(
+        "--early-stopping",
+        action="store_true",
+        help="also serve Katib's EarlyStopping API from this process (one-process use; on a cluster "
+        "the early-stopping container serves it on 6788: `katib-progress earlystopping serve`)",
+    )
     serve.set_defaults(func=serve_command)
 
 
@@ -35,7 +41,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # Imported here: Optuna, scipy and Katib's client cost about a second, which `--help` should not pay.
     from katib_progress.suggestion.server import create_server
 
-    server = create_server(addresses, storage=args.storage)
+    server = create_server(addresses, storage=args.storage, early_stopping=args.early_stopping)
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -1,11 +1,14 @@
 """Read what Katib's DB manager has *stored* for a trial (never rows still queued locally).
 
 Used by the final-metrics marker (collector/final_metrics.py): the marker may only be set once the
-final snapshot's rows are acknowledged by the DB manager, which is exactly "they can be read back".
+final snapshot's rows are acknowledged by the DB manager, which is exactly "they can be read back";
+and by the enforcer (collector/enforce.py), which computes a pruned Trial's observation from the
+stored rows only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -53,6 +56,26 @@ class StoredRowsReader:
         return latest_rows(
             self._get(pb.GetObservationLogRequest(trial_name=trial, start_time=stamp, end_time=stamp))
         )
+
+    def trial_metric_logs(self, trial: str, metrics: Sequence[str]) -> list[MetricRow]:
+        """The rows Katib's trial controller reads for a Trial's observation
+        (``GetTrialObservationLog``, pkg/controller.v1beta1/trial/managerclient/managerclient.go):
+        one ``GetObservationLog`` per metric name, objective first, replies concatenated."""
+        rows: list[MetricRow] = []
+        for name in metrics:
+            if name:
+                rows += self._get(pb.GetObservationLogRequest(trial_name=trial, metric_name=name))
+        return rows
+
+    def stored_seq(self, trial: str) -> int | None:
+        """The greatest snapshot sequence number stored for ``trial`` (None: no snapshot stored)."""
+        seqs = []
+        for row in self._get(pb.GetObservationLogRequest(trial_name=trial, metric_name=SEQ_METRIC)):
+            try:
+                seqs.append(int(row.value))
+            except ValueError:
+                continue
+        return max(seqs, default=None)
 
     def close(self) -> None:
         self._channel.close()

@@ -12,7 +12,10 @@ An Experiment names our policy under ``spec.earlyStopping``::
   what is allowed).
 - ``GetEarlyStoppingRules`` configures the hub for the experiment (so live ``Decide`` calls need no
   config) and returns the best *static* approximation of the live policy for stock Katib collectors.
-- ``SetTrialStatus`` records that Katib stopped a trial (told to the policies as PRUNED).
+- ``SetTrialStatus`` records that Katib stopped a trial (told to the policies as PRUNED) and calls
+  ``on_trial_stopped(experiment, trial)``: the early-stopping process marks the Trial EarlyStopped
+  as Katib's medianstop does (katib_progress.earlystopping_cli). Katib's stock metrics collectors
+  call it after they have reported the trial's rows; our collector marks its own prunes itself.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ SERVICE_NAME = "api.v1.beta1.EarlyStopping"
 #: The algorithm name documented for katib-config's ``runtime.earlyStoppings`` (any name mapped to
 #: this image is accepted: Katib only calls the service deployed for the name it was configured with).
 ALGORITHM_NAME = EARLY_STOPPING_ALGORITHM
+
+#: ``(experiment, trial)`` -> None; raising fails the SetTrialStatus call (Katib's collector retries).
+TrialStopped = Callable[[str, str], None]
 
 _CONDITIONS = {
     pb.TrialStatus.SUCCEEDED: TrialState.COMPLETE,
@@ -140,9 +146,7 @@ class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
     """``on_trial_stopped(experiment, trial)`` is called when Katib reports a stopped trial (e.g. to
     suspend its TrainJob); by default the stop is only recorded."""
 
-    def __init__(
-        self, hub: PruningHub, *, on_trial_stopped: Callable[[str, str], None] | None = None
-    ) -> None:
+    def __init__(self, hub: PruningHub, *, on_trial_stopped: TrialStopped | None = None) -> None:
         self._hub = hub
         self._on_trial_stopped = on_trial_stopped
 
@@ -190,15 +194,23 @@ class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "trial_name: required")
         experiment = self._hub.experiment_of(request.trial_name)
         if experiment is None:
-            _log.info("SetTrialStatus for unknown trial %s: recorded nothing", request.trial_name)
-            return pb.SetTrialStatusReply()
-        self._hub.finish(experiment, request.trial_name, TrialState.PRUNED)
+            # medianstop marks any Trial it is told about; so do we (the hub just cannot record it)
+            _log.info("SetTrialStatus for a trial of an unknown experiment: %s", request.trial_name)
+        else:
+            self._hub.finish(experiment, request.trial_name, TrialState.PRUNED)
         if self._on_trial_stopped is not None:
-            self._on_trial_stopped(experiment, request.trial_name)
+            try:
+                self._on_trial_stopped(experiment or "", request.trial_name)
+            except Exception as exc:  # noqa: BLE001 - edge of a gRPC call: the caller must see it
+                _log.warning("SetTrialStatus(%s) failed: %s", request.trial_name, exc)
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"trial {request.trial_name}: {exc}")
         return pb.SetTrialStatusReply()
 
 
-def add_to_server(hub: PruningHub, server: grpc.Server) -> list[str]:
-    """Called by ``PruningHub.register``; returns the service names for grpc.health.v1."""
-    katib_api_pb2_grpc.add_EarlyStoppingServicer_to_server(EarlyStoppingServicer(hub), server)
+def add_to_server(
+    hub: PruningHub, server: grpc.Server, on_trial_stopped: TrialStopped | None = None
+) -> list[str]:
+    """Add Katib's EarlyStopping servicer over ``hub``; returns its name for grpc.health.v1."""
+    servicer = EarlyStoppingServicer(hub, on_trial_stopped=on_trial_stopped)
+    katib_api_pb2_grpc.add_EarlyStoppingServicer_to_server(servicer, server)
     return [SERVICE_NAME]
