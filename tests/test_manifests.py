@@ -27,6 +27,7 @@ EXPECTED_CLUSTER_RULES = {
     ("trainer.kubeflow.org", "trainjobs", verb) for verb in ("get", "list", "watch", "patch")
 } | {
     ("kubeflow.org", "trials", "get"),
+    ("kubeflow.org", "trials", "list"),  # kube/_owners.py: one paged list per TrainJob (re)list
     ("kubeflow.org", "trials/status", "patch"),
     ("kubeflow.org", "experiments", "get"),
     ("events.k8s.io", "events", "create"),

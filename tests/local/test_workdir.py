@@ -118,4 +118,5 @@ def test_service_logs_go_to_sweep_log_not_the_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     log = (run_dir / "sweep.log").read_text()
-    assert "suggestion service listening" in log  # logged before the work dir existed, kept
+    # suggestion/server.py logs "serving ...; listening on ..." before the work dir existed: kept
+    assert "katib_progress.suggestion.server: serving" in log and "listening on" in log
