@@ -300,7 +300,9 @@ class _Handler(BaseHTTPRequestHandler):
         selector = Selector.parse(query.get("labelSelector"), query.get("fieldSelector"))
         bookmarks = flag(query.get("allowWatchBookmarks"))
         timeout = float(query.get("timeoutSeconds") or options.default_watch_timeout)
-        self.close_connection = True
+        # A watch that ends cleanly (terminating chunk) leaves the connection open for the next
+        # request, as Go's net/http does for a finished chunked response (the kube-apiserver); closing
+        # it without "Connection: close" would let a client's pool reuse a dead connection.
         try:
             cursor = store.open_watch(rtype, namespace, selector, query.get("resourceVersion"))
         except ApiError as err:
@@ -327,6 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
                 events = store.next_events(cursor, max(wait, 0.0))
                 if events is None:
                     if store.closed_abruptly(cursor):
+                        self.close_connection = True
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     break
@@ -337,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
                     next_bookmark = time.monotonic() + options.bookmark_interval
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
             _log.debug("kubestandin: watch client went away")
 
     def _bookmark(self, rtype: ResourceType, rv: int) -> None:
