@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
@@ -94,7 +95,14 @@ def _forwarder(
 @pytest.fixture
 def started(fake: _Client) -> Iterator[tuple[PruningForwarder, list[tuple[str, str]]]]:
     pruned: list[tuple[str, str]] = []
-    fwd = _forwarder(fake, pruned, workers=1, max_pending=3, breaker_failures=2, breaker_initial_s=60.0)
+    fwd = _forwarder(
+        fake,
+        pruned,
+        workers=1,
+        max_pending=3,
+        breaker_failures=2,
+        breaker_backoff=BackoffSettings(initial_s=60.0, max_s=60.0),
+    )
     fwd.start()
     try:
         yield fwd, pruned
@@ -160,7 +168,9 @@ def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> Non
     fwd = PruningForwarder(
         _Experiments(),
         on_prune,
-        settings=ForwarderSettings(enforce_backoff_s=0.01, enforce_attempts=5),
+        settings=ForwarderSettings(
+            enforce_backoff=BackoffSettings(initial_s=0.01, max_s=0.2), enforce_attempts=5
+        ),
         client_factory=lambda address, timeout: fake,
     ).start()
     try:
@@ -184,7 +194,10 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
         _Experiments(),
         lambda job, decision, point: None,
         settings=ForwarderSettings(
-            address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
+            address_template=f"127.0.0.1:{port}",
+            timeout_s=0.2,
+            breaker_failures=1,
+            breaker_backoff=BackoffSettings(initial_s=60.0, max_s=60.0),
         ),
         client_factory=BACKEND.connect,
     ).start()

@@ -11,10 +11,9 @@ import pytest
 import urllib3
 from kubernetes import client
 
+from katib_progress.collector.backoff import Backoff, BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.kube import (
-    Backoff,
-    BackoffSettings,
     JobEvent,
     TrainJobWatcher,
     WatchSettings,

@@ -21,12 +21,13 @@ from typing import Protocol
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.enforce import Enforcer, EnforceResult, ObservationReader, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.experiments import ExperimentCache, ExperimentInfo
-from katib_progress.collector.final_metrics import FinalMetricsMarker, StoredReader
+from katib_progress.collector.final_metrics import DEFAULT_POLL, FinalMetricsMarker, StoredReader
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
 from katib_progress.collector.kube import JobEvent
 from katib_progress.collector.leader import LeaderElector, LeaderSettings
@@ -53,8 +54,7 @@ class ClusterOptions(BaseModel):
     leader: LeaderSettings | None = None
     identity: str = "katib-progress-collector"
     experiment_ttl_s: float = Field(default=30.0, ge=0)
-    final_poll_initial_s: float = Field(default=0.2, gt=0)
-    final_poll_max_s: float = Field(default=5.0, gt=0)
+    final_poll: BackoffSettings = DEFAULT_POLL
     final_interval_s: float = Field(default=0.1, gt=0)
     watchdog: bool = False
     watchdog_interval_s: float = Field(default=30.0, gt=0)
@@ -83,8 +83,7 @@ class _Term:
             cc.reader,
             events=cc.events,
             counters=cc.counters,
-            poll_initial_s=o.final_poll_initial_s,
-            poll_max_s=max(o.final_poll_initial_s, o.final_poll_max_s),
+            poll=o.final_poll,
         )
         self.collector = Collector(
             o.collector,

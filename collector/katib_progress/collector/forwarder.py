@@ -30,6 +30,7 @@ Everything that is not forwarded is counted (``collector_pruning_points_total{re
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -39,6 +40,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from katib_progress.collector.backoff import Backoff, BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.pipeline import JobRef
@@ -68,10 +70,11 @@ class ForwarderSettings(BaseModel):
     timeout_s: float = Field(default=2.0, gt=0, description="deadline of each Decide call")
     max_pending: int = Field(default=10_000, ge=1, description="jobs whose latest point waits")
     breaker_failures: int = Field(default=3, ge=1)
-    breaker_initial_s: float = Field(default=1.0, gt=0)
-    breaker_max_s: float = Field(default=60.0, gt=0)
+    breaker_backoff: BackoffSettings = Field(
+        default=BackoffSettings(initial_s=1.0, max_s=60.0), description="pause of an open breaker"
+    )
     enforce_attempts: int = Field(default=5, ge=1)
-    enforce_backoff_s: float = Field(default=0.5, gt=0)
+    enforce_backoff: BackoffSettings = Field(default=BackoffSettings(initial_s=0.5, max_s=8.0))
 
     def address(self, *, experiment: str, algorithm: str, namespace: str) -> str:
         return self.address_template.format(experiment=experiment, algorithm=algorithm, namespace=namespace)
@@ -127,6 +130,7 @@ class PruningForwarder:
         self._on_prune = on_prune
         self._factory = client_factory
         self._clock = clock
+        self._rng = random.Random()
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint | str]] = OrderedDict()
         self._busy: set[str] = set()
@@ -231,7 +235,7 @@ class PruningForwarder:
         breaker = self._breakers.setdefault(address, _Breaker())
         breaker.failures += 1
         if breaker.failures >= s.breaker_failures:
-            breaker.pause = min(s.breaker_max_s, breaker.pause * 2 if breaker.pause else s.breaker_initial_s)
+            breaker.pause = s.breaker_backoff.delay(breaker.failures - s.breaker_failures, self._rng)
             breaker.open_until = self._clock() + breaker.pause
             self.counters.inc(BREAKER_OPENED)
             _log.warning("pruning service %s failing; pausing calls for %.1fs", address, breaker.pause)
@@ -332,16 +336,15 @@ class PruningForwarder:
             self.counters.inc(FINALS, result="reported" if done else "failed")
 
     def _enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
-        delay = self.settings.enforce_backoff_s
+        backoff = Backoff(self.settings.enforce_backoff, self._rng)
         for attempt in range(1, self.settings.enforce_attempts + 1):
             try:
                 self._on_prune(job, decision, point)
             except TemporaryError as exc:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
-                if self._stopping.wait(delay):
+                if self._stopping.wait(backoff.next_delay()):
                     return
-                delay *= 2
                 continue
             except PermanentError as exc:
                 self.counters.inc(ERRORS, kind="enforce")

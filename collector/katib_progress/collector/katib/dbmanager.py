@@ -131,6 +131,7 @@ class DBManagerSink:
         self._ready: OrderedDict[str, None] = OrderedDict()  # trials with rows, idle, not delayed
         self._delays: list[tuple[float, str]] = []  # heap of (retry time, trial)
         self._buffered = 0
+        self._rng = random.Random()
         self.idempotent = False  # learned from the server's trailing metadata
         self._closing = threading.Event()
         self._abandon = threading.Event()
@@ -185,7 +186,7 @@ class DBManagerSink:
                 held_back(held),
             )
         raise TemporaryError(
-            f"DB manager buffer full ({self._buffered}/{limit} rows)", delay=self.settings.backoff_max_s
+            f"DB manager buffer full ({self._buffered}/{limit} rows)", delay=self.settings.backoff.max_s
         )
 
     def latest(self, trial: str) -> list[MetricRow]:
@@ -364,9 +365,7 @@ class DBManagerSink:
             return None
         self.counters.inc(RETRIES, code=code.name)
         s = self.settings
-        delay = min(s.backoff_max_s, s.backoff_initial_s * s.backoff_multiplier**batch.attempts)
-        delay = random.uniform(delay / 2, delay)
-        retry_at = time.monotonic() + delay
+        retry_at = time.monotonic() + s.backoff.delay(batch.attempts, self._rng)
         if not self.idempotent:  # the attempt may still commit until the server's lock wait ends
             retry_at = max(retry_at, started + s.lock_wait_s)
         with self._cond:

@@ -27,8 +27,8 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
+from katib_progress.collector.backoff import Backoff
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.kube._backoff import Backoff
 from katib_progress.collector.kube._client import classify
 from katib_progress.collector.kube._model import Handler, JobEvent, Known, WatchSettings, slim
 from katib_progress.collector.kube._owners import TrialRef, TrialResolver, trial_owner

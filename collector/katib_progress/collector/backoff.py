@@ -1,4 +1,11 @@
-"""Exponential backoff with jitter."""
+"""The collector's one retry policy: exponential backoff with jitter, capped.
+
+Every retry loop of the collector (the TrainJob watcher, the DB manager client, the pruning
+forwarder's circuit breaker and enforcement, the final-metrics marker) draws its delays from here:
+``initial_s * factor**n``, capped at ``max_s``, then spread by +/- ``jitter`` so many clients do not
+retry in step. A peer's own hint (``TemporaryError.delay``, e.g. a Kubernetes ``Retry-After``) is
+honoured as ``at_least``, up to ``max_s``.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +30,14 @@ class BackoffSettings(BaseModel):
             raise ValueError(f"max_s: must be >= initial_s ({self.initial_s}), got {self.max_s}")
         return self
 
+    def delay(self, attempt: int, rng: random.Random, at_least: float | None = None) -> float:
+        """The wait after failed attempt number ``attempt`` (0 = the first failure)."""
+        base = min(self.max_s, self.initial_s * self.factor**attempt)
+        delay = base * (1.0 + rng.uniform(-self.jitter, self.jitter))
+        if at_least is not None:
+            delay = max(delay, min(at_least, self.max_s))
+        return max(0.0, delay)
+
 
 class Backoff:
     """Stateful delay sequence; ``reset()`` after a success."""
@@ -40,10 +55,6 @@ class Backoff:
         self._attempt = 0
 
     def next_delay(self, at_least: float | None = None) -> float:
-        s = self._settings
-        base = min(s.max_s, s.initial_s * s.factor**self._attempt)
+        delay = self._settings.delay(self._attempt, self._rng, at_least)
         self._attempt += 1
-        delay = base * (1.0 + self._rng.uniform(-s.jitter, s.jitter))
-        if at_least is not None:
-            delay = max(delay, min(at_least, s.max_s))
-        return max(0.0, delay)
+        return delay
