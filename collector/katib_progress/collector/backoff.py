@@ -13,6 +13,13 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from katib_progress.core.errors import TemporaryError
+
+
+def retry_hint(error: BaseException) -> float | None:
+    """The wait the failing peer asked for (``TemporaryError.delay``, e.g. Retry-After), if any."""
+    return error.delay if isinstance(error, TemporaryError) else None
+
 
 class BackoffSettings(BaseModel):
     """Delays between retries: ``initial_s * factor**n``, capped at ``max_s``, +/- ``jitter``."""

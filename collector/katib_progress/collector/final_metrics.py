@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from katib_progress.collector.backoff import Backoff, BackoffSettings
+from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.enforce import TRAINER, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
@@ -139,18 +139,19 @@ class FinalMetricsMarker:
         with self._lock:
             due = [w for w in self._waiting.values() if w.next_check <= now]
         for entry in due:
+            hint = None
             try:
                 done = self._check(entry)
             except KatibProgressError as exc:
                 self.counters.inc(WAITING, result="error")
                 _log.warning("final metrics of trial %s not checked yet: %s", entry.job.trial, exc)
-                done = False
+                done, hint = False, retry_hint(exc)
             with self._lock:
                 if done:
                     if self._waiting.get(entry.job.key) is entry:
                         del self._waiting[entry.job.key]
                 else:
-                    entry.next_check = self._clock() + entry.backoff.next_delay()
+                    entry.next_check = self._clock() + entry.backoff.next_delay(hint)
         return self.waiting
 
     def _check(self, entry: _Waiting) -> bool:

@@ -40,7 +40,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from katib_progress.collector.backoff import Backoff, BackoffSettings
+from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.pipeline import JobRef
@@ -230,12 +230,14 @@ class PruningForwarder:
         breaker = self._breakers.setdefault(address, _Breaker())
         return breaker.failures < self.settings.breaker_failures or self._clock() >= breaker.open_until
 
-    def _failed(self, address: str) -> None:
+    def _failed(self, address: str, error: KatibProgressError) -> None:
         s = self.settings
         breaker = self._breakers.setdefault(address, _Breaker())
         breaker.failures += 1
         if breaker.failures >= s.breaker_failures:
-            breaker.pause = s.breaker_backoff.delay(breaker.failures - s.breaker_failures, self._rng)
+            breaker.pause = s.breaker_backoff.delay(
+                breaker.failures - s.breaker_failures, self._rng, at_least=retry_hint(error)
+            )
             breaker.open_until = self._clock() + breaker.pause
             self.counters.inc(BREAKER_OPENED)
             _log.warning("pruning service %s failing; pausing calls for %.1fs", address, breaker.pause)
@@ -296,14 +298,14 @@ class PruningForwarder:
         except TemporaryError as exc:
             self.counters.inc(ERRORS, kind="temporary")
             with self._cond:
-                self._failed(route.address)
+                self._failed(route.address, exc)
             _log.info("pruning service %s: %s", route.address, exc)
             return None
         except PermanentError as exc:
             # e.g. UNIMPLEMENTED: not our image behind the address; back off like a failure
             self.counters.inc(ERRORS, kind="permanent")
             with self._cond:
-                self._failed(route.address)
+                self._failed(route.address, exc)
             _log.error("pruning service %s rejected trial %s: %s", route.address, job.trial, exc)
             return None
         with self._cond:
@@ -343,7 +345,7 @@ class PruningForwarder:
             except TemporaryError as exc:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
-                if self._stopping.wait(backoff.next_delay()):
+                if self._stopping.wait(backoff.next_delay(exc.delay)):
                     return
                 continue
             except PermanentError as exc:

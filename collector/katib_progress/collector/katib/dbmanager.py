@@ -185,9 +185,7 @@ class DBManagerSink:
                 trial,
                 held_back(held),
             )
-        raise TemporaryError(
-            f"DB manager buffer full ({self._buffered}/{limit} rows)", delay=self.settings.backoff.max_s
-        )
+        raise TemporaryError(f"DB manager buffer full ({self._buffered}/{limit} rows)")
 
     def latest(self, trial: str) -> list[MetricRow]:
         """Rows at the trial's greatest timestamp, stored or still queued here.
