@@ -9,6 +9,7 @@ honoured as ``at_least``, up to ``max_s``.
 
 from __future__ import annotations
 
+import math
 import random
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -39,7 +40,11 @@ class BackoffSettings(BaseModel):
 
     def delay(self, attempt: int, rng: random.Random, at_least: float | None = None) -> float:
         """The wait after failed attempt number ``attempt`` (0 = the first failure)."""
-        base = min(self.max_s, self.initial_s * self.factor**attempt)
+        # Grow only until the cap is reached: factor**attempt overflows a float after ~1000 failures.
+        steps = attempt
+        if self.factor > 1.0:
+            steps = min(attempt, math.ceil(math.log(self.max_s / self.initial_s, self.factor)) + 1)
+        base = min(self.max_s, self.initial_s * self.factor**steps)
         delay = base * (1.0 + rng.uniform(-self.jitter, self.jitter))
         if at_least is not None:
             delay = max(delay, min(at_least, self.max_s))
