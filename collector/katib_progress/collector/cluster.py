@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import Enforcer, EnforceResult, ObservationReader, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.experiments import ExperimentCache, ExperimentInfo
@@ -39,7 +39,7 @@ from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-TERMS = "collector_leader_terms_total"
+TERMS = CounterSpec("collector_leader_terms_total", "terms led by this process")
 
 
 class Reader(StoredReader, ObservationReader, Protocol):

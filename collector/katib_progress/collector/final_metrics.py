@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import TRAINER, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.kube._client import call_or_none
@@ -42,8 +42,10 @@ _log = logging.getLogger(__name__)
 
 MARKER_ANNOTATION = "katib-progress.kubeflow.org/final-metrics"
 MARKER_VALUE = "written"
-MARKED = "collector_final_metrics_marked_total"
-WAITING = "collector_final_metrics_checks_total"  # label result=acknowledged|waiting|error
+MARKED = CounterSpec("collector_final_metrics_marked_total", "TrainJobs given the final-metrics marker")
+WAITING = CounterSpec(
+    "collector_final_metrics_checks_total", "checks of a completed TrainJob's stored rows", ("result",)
+)
 DEFAULT_POLL = BackoffSettings(initial_s=0.2, max_s=5.0)
 
 

@@ -41,7 +41,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import KatibProgressError, PermanentError, TemporaryError
@@ -50,14 +50,20 @@ from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-POINTS = "collector_pruning_points_total"  # label result=decided|superseded|dropped_overflow|...
-DECISIONS = "collector_prune_decisions_total"  # label verdict=continue|prune
-ERRORS = "collector_pruning_errors_total"  # label kind=temporary|permanent|experiment|enforce
-BREAKER_OPENED = "collector_pruning_breaker_opened_total"
+POINTS = CounterSpec("collector_pruning_points_total", "progress points by what became of them", ("result",))
+DECISIONS = CounterSpec("collector_prune_decisions_total", "pruning decisions received", ("verdict",))
+ERRORS = CounterSpec(
+    "collector_pruning_errors_total", "failed pruning calls, Experiment reads and enforcements", ("kind",)
+)
+BREAKER_OPENED = CounterSpec(
+    "collector_pruning_breaker_opened_total", "times a pruning service's circuit breaker opened"
+)
 
 DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6788"  # Katib's early-stopping port
 SUGGESTION_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"  # Katib's suggestion port
-FINALS = "collector_pruning_finals_total"  # label result=reported|failed
+FINALS = CounterSpec(
+    "collector_pruning_finals_total", "trial ends reported to the pruning services", ("result",)
+)
 _FINAL = "\x00final"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.rows import MetricRow, content_digest, recover_state, snapshot_rows
 from katib_progress.collector.sinks import ObservationSink
@@ -27,10 +27,10 @@ from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-SNAPSHOTS = "collector_snapshots_total"  # label outcome=<OutcomeKind>
-REJECTED = "collector_metrics_rejected_total"  # label reason=<RejectReason>
-ROWS = "collector_rows_written_total"
-RECOVERED = "collector_jobs_recovered_total"
+SNAPSHOTS = CounterSpec("collector_snapshots_total", "trainerStatus snapshots seen, by outcome", ("outcome",))
+REJECTED = CounterSpec("collector_metrics_rejected_total", "metrics not written, by reason", ("reason",))
+ROWS = CounterSpec("collector_rows_written_total", "observation rows handed to the sink")
+RECOVERED = CounterSpec("collector_jobs_recovered_total", "jobs resumed from what the sink already held")
 LOG_EVERY_S = 10.0
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import TRAINER, Enforcer, condition_true, describe
 from katib_progress.collector.events import ObjectRef
 from katib_progress.collector.kube._client import classify
@@ -46,8 +46,10 @@ OBJECTIVE = PREFIX + "watchdog-objective"
 DIRECTION = PREFIX + "watchdog-direction"
 SETTINGS = PREFIX + "watchdog-settings"
 DEFAULT_SETTINGS = {"policy": "divergence,stall"}
-SUSPENDED = "collector_watchdog_suspended_total"
-SKIPPED = "collector_watchdog_skipped_total"  # label reason
+SUSPENDED = CounterSpec("collector_watchdog_suspended_total", "lone TrainJobs suspended by the watchdog")
+SKIPPED = CounterSpec(
+    "collector_watchdog_skipped_total", "watched TrainJobs the watchdog could not judge", ("reason",)
+)
 
 
 def parse_settings(text: str) -> dict[str, str]:

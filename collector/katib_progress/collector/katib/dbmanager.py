@@ -42,7 +42,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.katib.dbsettings import DBManagerSettings
 from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.rows import SEQ_METRIC, MetricRow, latest_rows
@@ -65,11 +65,13 @@ RETRYABLE = frozenset(
     }
 )
 IDEMPOTENT_KEY = "katib-progress-idempotent-writes"  # trailing metadata of the embedded store
-OVERFLOW = "dbmanager_buffer_overflow_total"
-DROPPED = "dbmanager_rows_dropped_total"
-RETRIES = "dbmanager_retries_total"
-DELIVERED = "dbmanager_rows_delivered_total"
-RECOVERED = "dbmanager_batches_found_committed_total"
+OVERFLOW = CounterSpec("dbmanager_buffer_overflow_total", "reports refused because the buffer was full")
+DROPPED = CounterSpec("dbmanager_rows_dropped_total", "rows the DB manager will never get", ("reason",))
+RETRIES = CounterSpec("dbmanager_retries_total", "ReportObservationLog attempts to retry", ("code",))
+DELIVERED = CounterSpec("dbmanager_rows_delivered_total", "rows stored by the DB manager")
+RECOVERED = CounterSpec(
+    "dbmanager_batches_found_committed_total", "ambiguous batches found stored when read back"
+)
 LOG_EVERY_S = 10.0
 
 __all__ = ["RETRYABLE", "DBManagerSettings", "DBManagerSink"]
