@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Protocol
 
 from kubernetes import client
@@ -139,8 +138,6 @@ class _Term:
         )
 
     def on_point(self, point: ProgressPoint) -> None:
-        lag = (datetime.now(UTC) - point.timestamp).total_seconds()
-        self.cc.last_lag_s = max(0.0, lag)
         with self._lock:
             job = self.jobs.get((point.experiment, point.trial))
         if job is not None:
@@ -198,7 +195,6 @@ class ClusterCollector:
         )
         self.elector = LeaderElector(api_client, options.leader) if options.leader is not None else None
         self.term: _Term | None = None
-        self.last_lag_s = 0.0
         self.drained = True
         self._crashed = False
         self._stopping = threading.Event()
@@ -230,7 +226,6 @@ class ClusterCollector:
             "collector_buffered_rows": buffered,
             "collector_pruning_pending": lambda: float(self.term.forwarder.pending) if self.term else 0.0,
             "collector_final_metrics_waiting": lambda: float(self.term.final.waiting) if self.term else 0.0,
-            "collector_lag_seconds": lambda: self.last_lag_s,
         }
 
     # -- lifecycle ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as _Counter
+from prometheus_client import Histogram as _Histogram
 
 NAMESPACE = "katib_progress"
 
@@ -36,6 +37,19 @@ class CounterSpec:
         return f"{NAMESPACE}_{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A histogram's name (its unit last, e.g. ``_seconds``), help text and bucket bounds."""
+
+    name: str
+    help: str
+    buckets: tuple[float, ...]
+
+    @property
+    def exported(self) -> str:
+        return f"{NAMESPACE}_{self.name}"
+
+
 def _exported(counter: CounterSpec | str) -> str:
     return counter.exported if isinstance(counter, CounterSpec) else f"{NAMESPACE}_{counter}"
 
@@ -47,6 +61,7 @@ class Counters:
         self.registry = CollectorRegistry()
         self._lock = threading.Lock()
         self._counters: dict[str, tuple[CounterSpec, _Counter]] = {}
+        self._histograms: dict[str, tuple[HistogramSpec, _Histogram]] = {}
 
     def _counter(self, spec: CounterSpec) -> _Counter:
         with self._lock:
@@ -74,6 +89,24 @@ class Counters:
             raise ValueError(f"counter {spec.name} has no labels, got {sorted(labels)}")
         else:
             counter.inc(amount)
+
+    def observe(self, spec: HistogramSpec, value: float) -> None:
+        with self._lock:
+            found = self._histograms.get(spec.name)
+            if found is None:
+                histogram = _Histogram(
+                    spec.name, spec.help, namespace=NAMESPACE, buckets=spec.buckets, registry=self.registry
+                )
+                found = self._histograms[spec.name] = (spec, histogram)
+        if found[0] != spec:
+            raise ValueError(f"histogram {spec.name} declared twice: {found[0]} and {spec}")
+        found[1].observe(value)
+
+    def observed(self, spec: HistogramSpec) -> tuple[int, float]:
+        """How many values ``spec`` observed, and their sum."""
+        count = self.registry.get_sample_value(f"{spec.exported}_count")
+        total = self.registry.get_sample_value(f"{spec.exported}_sum")
+        return int(count or 0), float(total or 0.0)
 
     def get(self, counter: CounterSpec | str, **labels: object) -> int:
         """The count of one label combination (0 before the first ``inc``); ``counter`` is a spec or
