@@ -120,10 +120,6 @@ class Bank:
         """Finals of every trial that would count when run to its end."""
         return [v for v in (self.final(t) for t in self.trials) if v is not None]
 
-    def true_best(self) -> float:
-        """Best final of the bank (the best observation any trial records when run to its end)."""
-        return self.best_final
-
     def median_final(self) -> float:
         return self.median
 

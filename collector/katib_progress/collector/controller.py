@@ -31,7 +31,6 @@ from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-PENDING = "collector_snapshots_pending"  # gauge-like: snapshots waiting for the sink (sampled)
 BACKPRESSURE = CounterSpec(
     "collector_backpressure_total",
     "watch events sent back because the job's queue of refused snapshots was full",
