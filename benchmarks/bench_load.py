@@ -43,12 +43,10 @@ from benchmarks.loadkit import (  # noqa: E402
     PERIOD_S,
     Result,
     RowPoller,
-    cpu_s,
-    pin,
-    rss_kb,
     start_store,
     trainer_status,
 )
+from benchmarks.watchload.measure import cpu_s, pin, rss_kib  # noqa: E402
 
 # Katib's default StdOut/File metrics filter (pkg/metricscollector/v1beta1/common/const.go).
 KATIB_DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
@@ -146,16 +144,16 @@ def run_watch(jobs: int, seconds: float, tmp: Path) -> Result:
         while not any(r.verb == "watch" for r in kube.requests):
             time.sleep(0.05)
         time.sleep(1.0)
-        rss0 = rss_kb(collector.pid)
+        rss0 = rss_kib(collector.pid)
         writer = _StatusWriter(kube, jobs)
         with ThreadPoolExecutor(4) as pool:  # step 0 of every job: now every job is tracked
             list(pool.map(lambda n: writer.put(n, 0), writer.names))
         while sum(1 for (_, s) in poller.seen if s == 0) < jobs:
             time.sleep(0.1)
         time.sleep(1.0)
-        rss1 = rss_kb(collector.pid)
+        rss1 = rss_kib(collector.pid)
         processed, window, cpu, lat = _steady_state(writer, poller, collector.pid, seconds)
-        rss_now = rss_kb(collector.pid)
+        rss_now = rss_kib(collector.pid)
     finally:
         poller.stop()
         collector.terminate()
@@ -192,7 +190,7 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
     sink = DBManagerSink(address)
     processor = SnapshotProcessor(sink)
     refs = [JobRef("default", f"inproc-{i:05d}", f"uid-{i}", "load", f"inproc-{i:05d}") for i in range(jobs)]
-    rss0 = rss_kb(os.getpid())
+    rss0 = rss_kib(os.getpid())
     refused = 0
 
     def deliver(ref: JobRef, status: dict[str, Any]) -> None:
@@ -205,7 +203,7 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
     for ref in refs:
         deliver(ref, trainer_status(0, base))
     sink.flush(120)
-    rss1 = rss_kb(os.getpid())
+    rss1 = rss_kib(os.getpid())
     sent: dict[tuple[str, int], float] = {}
     t0 = time.monotonic() + 0.2
     cpu0 = time.process_time()
@@ -222,7 +220,7 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
     end = time.monotonic()
     cpu = time.process_time() - cpu0
     sink.close()
-    out.put((sent, cpu, end - t0, rss0, rss1, rss_kb(os.getpid()), pinned, refused))
+    out.put((sent, cpu, end - t0, rss0, rss1, rss_kib(os.getpid()), pinned, refused))
 
 
 def run_inproc(jobs: int, seconds: float, tmp: Path) -> Result:

@@ -1,5 +1,6 @@
-"""Measurement plumbing of benchmarks/bench_load.py: pinning, /proc CPU and RSS, the status a load
-job writes, the SQLite row poller that times when rows become visible, and the ``db serve`` store."""
+"""Measurement plumbing of benchmarks/bench_load.py: the status a load job writes, the SQLite row
+poller that times when rows become visible, and the ``db serve`` store (CPU, RSS and pinning come
+from benchmarks/watchload/measure.py)."""
 
 from __future__ import annotations
 
@@ -14,29 +15,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.watchload.measure import pin
+
 ROOT = Path(__file__).resolve().parents[1]
 PERIOD_S = 5.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def pin(pid: int, cpu: int) -> bool:
-    try:
-        os.sched_setaffinity(pid, {cpu % (os.cpu_count() or 1)})
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def trainer_status(step: int, base: datetime) -> dict[str, Any]:
