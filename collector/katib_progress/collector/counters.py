@@ -5,6 +5,7 @@ holds the matching ``prometheus_client.Counter`` objects in a registry of its ow
 so tests and several collectors in one process never share values) and ``/metrics`` exports that
 registry (``collector/observability.py``). A counter ``x_total`` is exported as
 ``katib_progress_x_total``; incrementing it with other label names than declared is an error.
+Histograms (``HistogramSpec``, ``observe``) live in the same registry.
 """
 
 from __future__ import annotations
