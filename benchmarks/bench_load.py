@@ -24,15 +24,12 @@ import argparse
 import multiprocessing as mp
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,161 +39,26 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PERIOD_S = 5.0
+from benchmarks.loadkit import (  # noqa: E402
+    PERIOD_S,
+    Result,
+    RowPoller,
+    start_store,
+    trainer_status,
+)
+from benchmarks.watchload.measure import cpu_s, pin, rss_kib  # noqa: E402
+
 # Katib's default StdOut/File metrics filter (pkg/metricscollector/v1beta1/common/const.go).
 KATIB_DEFAULT_FILTER = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 SIDECAR_CPU_REQUEST_M, SIDECAR_MEM_REQUEST_MI = 50, 10
 SIDECAR_CPU_LIMIT_M, SIDECAR_MEM_LIMIT_MI = 500, 100
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _pin(pid: int, cpu: int) -> bool:
-    try:
-        os.sched_setaffinity(pid, {cpu % (os.cpu_count() or 1)})
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _status(step: int, base: datetime) -> dict[str, Any]:
-    return {
-        "lastUpdatedTime": (base + timedelta(seconds=step)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "progressPercentage": min(100, step),
-        "estimatedRemainingSeconds": max(0, 500 - 5 * step),
-        "metrics": [
-            {"name": "step", "value": str(step)},
-            {"name": "loss", "value": f"{2.3 / (1 + step):.6f}"},
-            {"name": "eval_loss", "value": f"{2.5 / (1 + step):.6f}"},
-            {"name": "eval_accuracy", "value": f"{min(0.99, 0.1 + step / 100):.4f}"},
-            {"name": "learning_rate", "value": "3e-05"},
-        ],
-    }
-
-
-class RowPoller:
-    """Reads new ``step`` rows from the SQLite file every 5 ms; first-seen time per (trial, step)."""
-
-    def __init__(self, db: Path) -> None:
-        self.db = db
-        self.seen: dict[tuple[str, int], float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> RowPoller:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        conn = sqlite3.connect(self.db, timeout=30)
-        last = 0
-        while not self._stop.wait(0.005):
-            try:
-                rows = conn.execute(
-                    "SELECT id, trial_name, value FROM observation_logs WHERE metric_name='step' AND id > ?",
-                    (last,),
-                ).fetchall()
-            except sqlite3.OperationalError:
-                continue
-            now = time.monotonic()
-            for rid, trial, value in rows:
-                last = max(last, rid)
-                self.seen.setdefault((trial, int(value)), now)
-        conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
-@dataclass
-class Result:
-    path: str
-    jobs: int
-    offered: float
-    processed: int
-    seconds: float
-    cpu_s: float
-    latencies: list[float]
-    rss_per_job_b: float
-    rss_mb: float
-    pinned: bool
-
-    @property
-    def rate(self) -> float:
-        return self.processed / self.seconds
-
-    @property
-    def cpu_per_1000(self) -> float:
-        return 1000 * self.cpu_s / max(1, self.processed)
-
-    def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        data = sorted(self.latencies)
-        return data[min(len(data) - 1, int(q * len(data)))]
-
-
-def _store(tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    from tests.faults._harness import free_port
-
-    port = free_port()
-    db = tmp / f"obs-{port}.sqlite"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "katib_progress.cli",
-            "db",
-            "serve",
-            "--address",
-            f"127.0.0.1:{port}",
-            "--db",
-            str(db),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _pin(proc.pid, 0)
-    import grpc
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            try:
-                grpc.channel_ready_future(channel).result(timeout=0.5)
-                break
-            except grpc.FutureTimeoutError:
-                continue
-    return proc, f"127.0.0.1:{port}", db
 
 
 # --------------------------------------------------------------------------- 1. watch path
 
 
-def run_watch(jobs: int, seconds: float, tmp: Path) -> Result:
-    from kubernetes import client
-
-    from tests.kubestandin import KubeStandin
-    from tests.kubestandin.objects import TRAINER, Objects
-
-    store, address, db = _store(tmp)
-    kube = KubeStandin(bookmark_interval=1.0).start()
-    kubeconfig = kube.write_kubeconfig(tmp / f"kubeconfig-{jobs}")
-    collector = subprocess.Popen(
+def _collector_process(kubeconfig: Path, address: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -213,60 +75,85 @@ def run_watch(jobs: int, seconds: float, tmp: Path) -> Result:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    pinned = _pin(collector.pid, 1)
+
+
+class _StatusWriter:
+    """Creates ``jobs`` Trial-owned TrainJobs in the stand-in and PUTs their statuses, noting when."""
+
+    def __init__(self, kube: Any, jobs: int) -> None:
+        from kubernetes import client
+
+        from tests.kubestandin.objects import Objects
+
+        objs = Objects(kube.api_client())
+        self.names = [f"load-{i:05d}" for i in range(jobs)]
+        with ThreadPoolExecutor(4) as pool:
+            self._bodies = dict(
+                zip(self.names, pool.map(lambda n: objs.trial_job(n, "load"), self.names), strict=True)
+            )
+        self._api = client.CustomObjectsApi(kube.api_client())
+        self._base = datetime.now(UTC).replace(microsecond=0)
+        self.sent: dict[tuple[str, int], float] = {}
+
+    def put(self, name: str, step: int) -> None:
+        from tests.kubestandin.objects import TRAINER
+
+        body = {**self._bodies[name], "status": {"trainerStatus": trainer_status(step, self._base)}}
+        body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+        self.sent[(name, step)] = time.monotonic()
+        self._api.replace_namespaced_custom_object_status(*TRAINER, "default", "trainjobs", name, body)
+
+
+def _steady_state(
+    writer: _StatusWriter, poller: RowPoller, pid: int, seconds: float
+) -> tuple[int, float, float, list[float]]:
+    """Job i writes at t0 + i * PERIOD / N + k * PERIOD; (rows seen, window s, CPU s, latencies)."""
+    jobs = len(writer.names)
+    t0 = time.monotonic() + 0.5
+    cpu0, seen0 = cpu_s(pid), len(poller.seen)
+    schedule = sorted(
+        (t0 + i * PERIOD_S / jobs + k * PERIOD_S, writer.names[i], k + 1)
+        for k in range(int(seconds // PERIOD_S))
+        for i in range(jobs)
+    )
+    with ThreadPoolExecutor(6) as pool:
+        for when, name, step in schedule:
+            delay = when - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(writer.put, name, step)
+    end_writes = time.monotonic()
+    deadline = time.monotonic() + 60
+    while len(poller.seen) - seen0 < len(schedule) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    window = max(time.monotonic(), end_writes) - t0
+    cpu = cpu_s(pid) - cpu0
+    lat = [poller.seen[k] - writer.sent[k] for k in writer.sent if k in poller.seen and k[1] > 0]
+    return len(poller.seen) - seen0, window, cpu, lat
+
+
+def run_watch(jobs: int, seconds: float, tmp: Path) -> Result:
+    from tests.kubestandin import KubeStandin
+
+    store, address, db = start_store(tmp)
+    kube = KubeStandin(bookmark_interval=1.0).start()
+    collector = _collector_process(kube.write_kubeconfig(tmp / f"kubeconfig-{jobs}"), address)
+    pinned = pin(collector.pid, 1)
     poller = RowPoller(db).start()
-    base = datetime.now(UTC).replace(microsecond=0)
     try:
         while not any(r.verb == "watch" for r in kube.requests):
             time.sleep(0.05)
         time.sleep(1.0)
-        rss0 = _rss_kb(collector.pid)
-        objs = Objects(kube.api_client())
-        names = [f"load-{i:05d}" for i in range(jobs)]
-        bodies: dict[str, dict[str, Any]] = {}
-        with ThreadPoolExecutor(4) as pool:
-            for name, body in zip(names, pool.map(lambda n: objs.trial_job(n, "load"), names), strict=True):
-                bodies[name] = body
-        api = client.CustomObjectsApi(kube.api_client())
-        sent: dict[tuple[str, int], float] = {}
-
-        def put(name: str, step: int) -> None:
-            body = {**bodies[name], "status": {"trainerStatus": _status(step, base)}}
-            body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
-            sent[(name, step)] = time.monotonic()
-            api.replace_namespaced_custom_object_status(*TRAINER, "default", "trainjobs", name, body)
-
+        rss0 = rss_kib(collector.pid)
+        writer = _StatusWriter(kube, jobs)
         with ThreadPoolExecutor(4) as pool:  # step 0 of every job: now every job is tracked
-            list(pool.map(lambda n: put(n, 0), names))
+            list(pool.map(lambda n: writer.put(n, 0), writer.names))
         while sum(1 for (_, s) in poller.seen if s == 0) < jobs:
             time.sleep(0.1)
         time.sleep(1.0)
-        rss1 = _rss_kb(collector.pid)
-
-        # Steady state: job i writes at t0 + i * PERIOD / N + k * PERIOD.
-        t0 = time.monotonic() + 0.5
-        cpu0, seen0 = _cpu_s(collector.pid), len(poller.seen)
-        schedule = sorted(
-            (t0 + i * PERIOD_S / jobs + k * PERIOD_S, names[i], k + 1)
-            for k in range(int(seconds // PERIOD_S))
-            for i in range(jobs)
-        )
-        with ThreadPoolExecutor(6) as pool:
-            for when, name, step in schedule:
-                delay = when - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                pool.submit(put, name, step)
-        end_writes = time.monotonic()
-        expected = len(schedule)
-        deadline = time.monotonic() + 60
-        while len(poller.seen) - seen0 < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-        window = max(time.monotonic(), end_writes) - t0
-        cpu = _cpu_s(collector.pid) - cpu0
-        processed = len(poller.seen) - seen0
-        lat = [poller.seen[k] - sent[k] for k in sent if k in poller.seen and k[1] > 0]
-        rss_now = _rss_kb(collector.pid)
+        rss1 = rss_kib(collector.pid)
+        processed, window, cpu, lat = _steady_state(writer, poller, collector.pid, seconds)
+        rss_now = rss_kib(collector.pid)
     finally:
         poller.stop()
         collector.terminate()
@@ -298,12 +185,12 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
     from katib_progress.collector.katib.dbmanager import DBManagerSink
     from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
 
-    pinned = _pin(0, 1)
+    pinned = pin(0, 1)
     base = datetime.now(UTC).replace(microsecond=0)
     sink = DBManagerSink(address)
     processor = SnapshotProcessor(sink)
     refs = [JobRef("default", f"inproc-{i:05d}", f"uid-{i}", "load", f"inproc-{i:05d}") for i in range(jobs)]
-    rss0 = _rss_kb(os.getpid())
+    rss0 = rss_kib(os.getpid())
     refused = 0
 
     def deliver(ref: JobRef, status: dict[str, Any]) -> None:
@@ -314,9 +201,9 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
             time.sleep(0.01)
 
     for ref in refs:
-        deliver(ref, _status(0, base))
+        deliver(ref, trainer_status(0, base))
     sink.flush(120)
-    rss1 = _rss_kb(os.getpid())
+    rss1 = rss_kib(os.getpid())
     sent: dict[tuple[str, int], float] = {}
     t0 = time.monotonic() + 0.2
     cpu0 = time.process_time()
@@ -328,16 +215,16 @@ def _inproc_child(address: str, jobs: int, seconds: float, out: Any) -> None:
             if delay > 0:
                 time.sleep(delay)
             sent[(ref.trial, k + 1)] = time.monotonic()
-            deliver(ref, _status(k + 1, base))
+            deliver(ref, trainer_status(k + 1, base))
     sink.flush(120)
     end = time.monotonic()
     cpu = time.process_time() - cpu0
     sink.close()
-    out.put((sent, cpu, end - t0, rss0, rss1, _rss_kb(os.getpid()), pinned, refused))
+    out.put((sent, cpu, end - t0, rss0, rss1, rss_kib(os.getpid()), pinned, refused))
 
 
 def run_inproc(jobs: int, seconds: float, tmp: Path) -> Result:
-    store, address, db = _store(tmp)
+    store, address, db = start_store(tmp)
     poller = RowPoller(db).start()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -405,7 +292,7 @@ def collector_parse_cpu_per_1000(snapshots: int) -> float:
     from katib_progress.core.status import parse_trainer_status
 
     base = datetime(2026, 3, 1, tzinfo=UTC)
-    statuses = [_status(i, base) for i in range(snapshots)]
+    statuses = [trainer_status(i, base) for i in range(snapshots)]
     start = time.process_time()
     for i, status in enumerate(statuses):
         parsed = parse_trainer_status(status)
@@ -416,27 +303,7 @@ def collector_parse_cpu_per_1000(snapshots: int) -> float:
 # --------------------------------------------------------------------------- report
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="shorter windows (about 2 minutes in all)")
-    parser.add_argument("--seconds", type=float, default=None, help="steady-state window per scenario")
-    parser.add_argument("--jobs", default="100,1000", help="TrainJob counts through the watch path")
-    parser.add_argument("--inproc-jobs", type=int, default=10_000)
-    args = parser.parse_args()
-    seconds = args.seconds or (10.0 if args.quick else 30.0)
-    console = Console(width=170)
-    pinned_self = _pin(0, 0)
-    results: list[Result] = []
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        for jobs in [int(j) for j in args.jobs.split(",") if j]:
-            console.print(f"watch path, {jobs} TrainJobs, {seconds:.0f} s ...")
-            results.append(run_watch(jobs, seconds, tmp))
-        console.print(f"in-process source, {args.inproc_jobs} TrainJobs, {seconds:.0f} s ...")
-        results.append(run_inproc(args.inproc_jobs, seconds, tmp))
-    regex_ms = regex_sidecar_cpu_per_1000(20_000 if args.quick else 200_000) * 1000
-    parse_ms = collector_parse_cpu_per_1000(20_000 if args.quick else 100_000) * 1000
-
+def _load_table(results: list[Result], pinned_self: bool) -> Table:
     table = Table(
         title=f"collector load (1 core pinned: {pinned_self and all(r.pinned for r in results)}; "
         f"{os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f})"
@@ -465,8 +332,10 @@ def main() -> None:
             f"{r.rss_per_job_b / 1024:,.1f} KiB",
             f"{r.rss_mb:,.0f}",
         )
-    console.print(table)
+    return table
 
+
+def _sidecar_table(results: list[Result]) -> Table:
     side = Table(
         title="vs. Katib's sidecar per trial pod (default requests 50m CPU / 10Mi; limits 500m / 100Mi)"
     )
@@ -491,7 +360,10 @@ def main() -> None:
             f"{r.jobs * SIDECAR_CPU_REQUEST_M / 1000 / max(used_cores, 1e-9):,.0f}x",
             f"{r.jobs * SIDECAR_MEM_REQUEST_MI / max(r.rss_mb, 1e-9):,.1f}x",
         )
-    console.print(side)
+    return side
+
+
+def _parse_table(results: list[Result], regex_ms: float, parse_ms: float) -> Table:
     parse = Table(title="parsing cost per 1,000 snapshots (5 metrics + progress/ETA each)")
     parse.add_column("what")
     parse.add_column("CPU ms / 1000", justify="right")
@@ -502,7 +374,33 @@ def main() -> None:
     parse.add_row("ratio collector parse / regex parse", f"{parse_ms / max(regex_ms, 1e-9):,.1f}x")
     for r in results:
         parse.add_row(f"collector end to end, {r.path}", f"{r.cpu_per_1000 * 1000:,.0f}")
-    console.print(parse)
+    return parse
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter windows (about 2 minutes in all)")
+    parser.add_argument("--seconds", type=float, default=None, help="steady-state window per scenario")
+    parser.add_argument("--jobs", default="100,1000", help="TrainJob counts through the watch path")
+    parser.add_argument("--inproc-jobs", type=int, default=10_000)
+    args = parser.parse_args()
+    seconds = args.seconds or (10.0 if args.quick else 30.0)
+    console = Console(width=170)
+    pinned_self = pin(0, 0)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for jobs in [int(j) for j in args.jobs.split(",") if j]:
+            console.print(f"watch path, {jobs} TrainJobs, {seconds:.0f} s ...")
+            results.append(run_watch(jobs, seconds, tmp))
+        console.print(f"in-process source, {args.inproc_jobs} TrainJobs, {seconds:.0f} s ...")
+        results.append(run_inproc(args.inproc_jobs, seconds, tmp))
+    regex_ms = regex_sidecar_cpu_per_1000(20_000 if args.quick else 200_000) * 1000
+    parse_ms = collector_parse_cpu_per_1000(20_000 if args.quick else 100_000) * 1000
+
+    console.print(_load_table(results, pinned_self))
+    console.print(_sidecar_table(results))
+    console.print(_parse_table(results, regex_ms, parse_ms))
     console.print(
         "Latency is measured from just before the status write (or process() call) to the row being "
         "visible in SQLite (5 ms polling). The sidecar regex figure covers parsing only; the real sidecar "

@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
 _log = logging.getLogger(__name__)
 _GRACE_S = 5.0
@@ -87,20 +84,7 @@ def serve_command(args: argparse.Namespace) -> int:
         enforcers[0].mark_stopped(namespace, trial)
 
     server = create_early_stopping_server(args.address or ["0.0.0.0:6788"], on_trial_stopped=on_trial_stopped)
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        _log.info("signal %d: shutting down", signum)
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    server.start()
     _log.info("early stopping: Trials of namespace %s", namespace)
-    try:
-        stopping.wait()
-    finally:
-        server.stop(_GRACE_S)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    server.serve_until_signalled(_GRACE_S)
     _log.info("early-stopping service stopped")
     return 0

@@ -18,7 +18,8 @@ from kubernetes import client
 
 from benchmarks.bench_watch import check_objects
 from benchmarks.watchload.feed import chan_size, history_capacity
-from benchmarks.watchload.objects import UpdateEncoder, dumps, fleet, rfc3339, trial
+from benchmarks.watchload.katib_objects import trial
+from benchmarks.watchload.objects import UpdateEncoder, dumps, fleet, rfc3339
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -32,6 +32,7 @@ from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 from kubernetes.client import ApiException
 from pydantic import ValidationError
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
 from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
 from katib_progress.collector.rows import RESERVED_PREFIX, SEQ_METRIC
@@ -75,7 +76,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreServer]:
 
 @pytest.fixture(scope="module")
 def sink(store: StoreServer) -> Iterator[DBManagerSink]:
-    s = DBManagerSink(store.address, settings=DBManagerSettings(backoff_initial_s=0.01, close_timeout_s=5))
+    s = DBManagerSink(
+        store.address,
+        settings=DBManagerSettings(backoff=BackoffSettings(initial_s=0.01, max_s=5.0), close_timeout_s=5),
+    )
     yield s
     s.close()
 

@@ -125,32 +125,97 @@ def _xent(logp: np.ndarray, y: np.ndarray) -> float:
     return float(-logp[np.arange(len(y)), y].mean())
 
 
+def _gradients(
+    params: list[np.ndarray], xb: np.ndarray, yb: np.ndarray, act: str, wd: float
+) -> tuple[list[np.ndarray], float]:
+    """Back-propagation of the cross-entropy of one batch: the gradients and the batch loss."""
+    z, h, p, logp = _forward(*params, xb, act)
+    g = p.copy()
+    g[np.arange(len(yb)), yb] -= 1.0
+    g /= np.float32(len(yb))
+    gw2 = h.T @ g + wd * params[2]
+    gb2 = g.sum(axis=0)
+    dh = g @ params[2].T
+    dz = dh * (z > 0) if act == "relu" else dh * (1.0 - h * h)
+    gw1 = xb.T @ dz + wd * params[0]
+    gb1 = dz.sum(axis=0)
+    return [gw1, gb1, gw2, gb2], _xent(logp, yb)
+
+
+class _Optimizer:
+    """SGD with momentum, or Adam (``momentum`` as beta1), over the parameter list in place."""
+
+    def __init__(self, cfg: dict[str, Any], params: list[np.ndarray]) -> None:
+        self.adam = cfg["optimizer"] == "adam"
+        self.lr = float(cfg["learning_rate"])
+        self.mom = float(cfg["momentum"])
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.t = 0
+
+    def step(self, params: list[np.ndarray], grads: list[np.ndarray]) -> None:
+        self.t += 1
+        m, v, lr, mom, t = self.m, self.v, self.lr, self.mom, self.t
+        for i, gr in enumerate(grads):
+            if self.adam:
+                m[i] = mom * m[i] + (1 - mom) * gr
+                v[i] = 0.999 * v[i] + 0.001 * gr * gr
+                mhat = m[i] / (1 - mom**t) if mom > 0 else m[i]
+                vhat = v[i] / (1 - 0.999**t)
+                params[i] = (params[i] - lr * mhat / (np.sqrt(vhat) + 1e-8)).astype(np.float32)
+            else:
+                m[i] = (mom * m[i] + gr).astype(np.float32)
+                params[i] = (params[i] - lr * m[i]).astype(np.float32)
+
+
+def _init_params(rng: np.random.Generator, d: int, hdim: int, c: int, scale: float) -> list[np.ndarray]:
+    return [
+        rng.normal(0.0, scale * math.sqrt(2.0 / d), (d, hdim)).astype(np.float32),
+        np.zeros(hdim, dtype=np.float32),
+        rng.normal(0.0, scale * math.sqrt(2.0 / hdim), (hdim, c)).astype(np.float32),
+        np.zeros(c, dtype=np.float32),
+    ]
+
+
+def _eval_metrics(
+    params: list[np.ndarray], xev: np.ndarray, yev: np.ndarray, act: str
+) -> tuple[float, float]:
+    """(eval loss, eval accuracy; NaN when the outputs are not finite)."""
+    _, _, pev, logpev = _forward(*params, xev, act)
+    acc = float((pev.argmax(axis=1) == yev).mean()) if np.all(np.isfinite(pev)) else math.nan
+    return _xent(logpev, yev), acc
+
+
+def _point(
+    k: int, elapsed: float, eta: float, metrics: dict[str, float], lr: float, epoch: float
+) -> dict[str, Any]:
+    """The bank entry of report ``k``."""
+    return {
+        "progress": round(100 * k / REPORTS),
+        "elapsed_s": round(elapsed, 1),
+        "eta_s": round(eta),
+        "metrics": {
+            "loss": _fmt(metrics["loss"]),
+            "eval_loss": _fmt(metrics["eval_loss"]),
+            "eval_accuracy": _fmt(metrics["eval_accuracy"]),
+            "learning_rate": _fmt(lr),
+            "epoch": epoch,
+        },
+    }
+
+
 def train_one(index: int, cfg: dict[str, Any], dataset: str, seed: int) -> dict[str, Any]:
     """Really train one configuration; return its bank entry (params, status, points)."""
     x, y = load_dataset(dataset)
     xtr, ytr, xev, yev = split(x, y, seed)
     rng = np.random.default_rng([seed, index])
     n, d = xtr.shape
-    c = int(y.max()) + 1
-    hdim = int(cfg["hidden_units"])
     bs = int(cfg["batch_size"])
-    lr = float(cfg["learning_rate"])
-    wd = float(cfg["weight_decay"])
-    mom = float(cfg["momentum"])
     act = str(cfg["activation"])
-    adam = cfg["optimizer"] == "adam"
-    scale = float(cfg["init_scale"])
     # Half of the runs abort on a non-finite loss (crash), half keep reporting "nan".
     abort_on_nan = bool(rng.integers(2))
-
-    params = [
-        rng.normal(0.0, scale * math.sqrt(2.0 / d), (d, hdim)).astype(np.float32),
-        np.zeros(hdim, dtype=np.float32),
-        rng.normal(0.0, scale * math.sqrt(2.0 / hdim), (hdim, c)).astype(np.float32),
-        np.zeros(c, dtype=np.float32),
-    ]
-    m = [np.zeros_like(p) for p in params]
-    v = [np.zeros_like(p) for p in params]
+    params = _init_params(rng, d, int(cfg["hidden_units"]), int(y.max()) + 1, float(cfg["init_scale"]))
+    optimizer = _Optimizer(cfg, params)
     n_params = sum(p.size for p in params)
 
     steps_per_epoch = math.ceil(n / bs)
@@ -161,7 +226,7 @@ def train_one(index: int, cfg: dict[str, Any], dataset: str, seed: int) -> dict[
     train_elapsed = 0.0
     points: list[dict[str, Any]] = []
     status = "completed"
-    loss_sum, loss_n, step, t = 0.0, 0, 0, 0
+    loss_sum, loss_n, step = 0.0, 0, 0
     order = rng.permutation(n)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         interval_jitter = float(rng.lognormal(0.0, 0.1))
@@ -170,57 +235,23 @@ def train_one(index: int, cfg: dict[str, Any], dataset: str, seed: int) -> dict[
             if pos == 0:
                 order = rng.permutation(n)
             idx = order[pos : pos + bs]
-            xb, yb = xtr[idx], ytr[idx]
-            z, h, p, logp = _forward(*params, xb, act)
-            loss_sum += _xent(logp, yb)
+            grads, batch_loss = _gradients(params, xtr[idx], ytr[idx], act, float(cfg["weight_decay"]))
+            loss_sum += batch_loss
             loss_n += 1
-            g = p.copy()
-            g[np.arange(len(yb)), yb] -= 1.0
-            g /= np.float32(len(yb))
-            gw2 = h.T @ g + wd * params[2]
-            gb2 = g.sum(axis=0)
-            dh = g @ params[2].T
-            dz = dh * (z > 0) if act == "relu" else dh * (1.0 - h * h)
-            gw1 = xb.T @ dz + wd * params[0]
-            gb1 = dz.sum(axis=0)
-            grads = [gw1, gb1, gw2, gb2]
-            t += 1
-            for i, gr in enumerate(grads):
-                if adam:
-                    m[i] = mom * m[i] + (1 - mom) * gr
-                    v[i] = 0.999 * v[i] + 0.001 * gr * gr
-                    mhat = m[i] / (1 - mom**t) if mom > 0 else m[i]
-                    vhat = v[i] / (1 - 0.999**t)
-                    params[i] = (params[i] - lr * mhat / (np.sqrt(vhat) + 1e-8)).astype(np.float32)
-                else:
-                    m[i] = (mom * m[i] + gr).astype(np.float32)
-                    params[i] = (params[i] - lr * m[i]).astype(np.float32)
+            optimizer.step(params, grads)
             step += 1
             dt = step_cost * interval_jitter
             elapsed += dt
             train_elapsed += dt
             if step in report_at:
                 k = report_at[step]
-                _, _, pev, logpev = _forward(*params, xev, act)
-                eval_loss = _xent(logpev, yev)
-                acc = float((pev.argmax(axis=1) == yev).mean()) if np.all(np.isfinite(pev)) else math.nan
+                eval_loss, acc = _eval_metrics(params, xev, yev, act)
                 train_loss = loss_sum / max(loss_n, 1)
                 elapsed += EVAL_S
-                remaining = total - step
-                eta = train_elapsed / step * remaining + EVAL_S * (REPORTS - k)
+                eta = train_elapsed / step * (total - step) + EVAL_S * (REPORTS - k)
+                metrics = {"loss": train_loss, "eval_loss": eval_loss, "eval_accuracy": acc}
                 points.append(
-                    {
-                        "progress": round(100 * k / REPORTS),
-                        "elapsed_s": round(elapsed, 1),
-                        "eta_s": round(eta),
-                        "metrics": {
-                            "loss": _fmt(train_loss),
-                            "eval_loss": _fmt(eval_loss),
-                            "eval_accuracy": _fmt(acc),
-                            "learning_rate": _fmt(lr),
-                            "epoch": round(step / steps_per_epoch, 2),
-                        },
-                    }
+                    _point(k, elapsed, eta, metrics, optimizer.lr, round(step / steps_per_epoch, 2))
                 )
                 loss_sum, loss_n = 0.0, 0
                 interval_jitter = float(rng.lognormal(0.0, 0.1))

@@ -27,14 +27,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from benchmarks.watchload.feed import Feed, WatchStream, chunk
-from benchmarks.watchload.objects import (
-    TRAINER_API,
-    dumps,
-    experiment,
-    fleet,
-    rfc3339,
-    trial,
-)
+from benchmarks.watchload.katib_objects import experiment, trial
+from benchmarks.watchload.objects import TRAINER_API, dumps, fleet, rfc3339
 
 TRAINER_PREFIX = "/apis/trainer.kubeflow.org/v1alpha1/"
 KATIB_PREFIX = "/apis/kubeflow.org/v1beta1/"

@@ -23,6 +23,7 @@ What each object carries, and where it comes from upstream:
 Objects are serialised as the API server serialises unstructured objects (Go's encoding/json: compact,
 map keys sorted). ``UpdateEncoder`` produces the bytes of a TrainJob after a status update by filling a
 per-job template; it is byte-identical to serialising the whole object (checked by ``self_check``).
+The Trial and Experiment objects themselves are built in benchmarks/watchload/katib_objects.py.
 """
 
 from __future__ import annotations
@@ -37,15 +38,9 @@ from typing import Any
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 KATIB_API = "kubeflow.org/v1beta1"
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RAND_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanums
 IMAGE = "registry.example.com/ml/llm-finetune:2026.03.1"
-SUCCESS_CONDITION = (
-    '..#(metadata.annotations.katib-progress\\.kubeflow\\.org/final-metrics=="written")#|0.'
-    'status.conditions.#(type=="Complete")#|#(status=="True")#'
-)
-FAILURE_CONDITION = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
 STEPS_PER_TRIAL = 1440  # a 2-hour trial reporting every 5 s
 
 
@@ -131,7 +126,7 @@ def trainer_status(job: Job, step: int, epoch_s: int) -> dict[str, Any]:
     }
 
 
-def _trainer_spec(job: Job) -> dict[str, Any]:
+def trainer_spec(job: Job) -> dict[str, Any]:
     return {
         "image": IMAGE,
         "command": [
@@ -152,7 +147,7 @@ def _trainer_spec(job: Job) -> dict[str, Any]:
     }
 
 
-def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
     return {
         "apiVersion": api_version,
         "blockOwnerDeletion": True,
@@ -286,7 +281,7 @@ def trainjob(job: Job, rv: str, created: str, status: Any = None, applied: str =
             "managedFields": managed,
             "name": job.name,
             "namespace": job.namespace,
-            "ownerReferences": [_owner(KATIB_API, "Trial", job.name, job.trial_uid)],
+            "ownerReferences": [owner_reference(KATIB_API, "Trial", job.name, job.trial_uid)],
             "resourceVersion": rv,
             "uid": job.job_uid,
         },
@@ -298,121 +293,9 @@ def trainjob(job: Job, rv: str, created: str, status: Any = None, applied: str =
                 "name": "torch-distributed",
             },
             "suspend": False,
-            "trainer": _trainer_spec(job),
+            "trainer": trainer_spec(job),
         },
         "status": body,
-    }
-
-
-def _objective() -> dict[str, Any]:
-    return {
-        "additionalMetricNames": ["eval_accuracy"],
-        "goal": 0.2,
-        "metricStrategies": [
-            {"name": "eval_loss", "value": "min"},
-            {"name": "eval_accuracy", "value": "max"},
-        ],
-        "objectiveMetricName": "eval_loss",
-        "type": "minimize",
-    }
-
-
-def trial(job: Job, rv: str, created: str) -> dict[str, Any]:
-    """The Katib Trial owning ``job``'s TrainJob, Running."""
-    run_spec = {
-        "apiVersion": TRAINER_API,
-        "kind": "TrainJob",
-        "metadata": {"labels": {QUEUE_LABEL: "gpu-a100"}, "name": job.name, "namespace": job.namespace},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": _trainer_spec(job)},
-    }
-    condition = {"lastTransitionTime": created, "lastUpdateTime": created, "status": "True"}
-    return {
-        "apiVersion": KATIB_API,
-        "kind": "Trial",
-        "metadata": {
-            "creationTimestamp": created,
-            "finalizers": ["update-prometheus-metrics"],
-            "generation": 1,
-            "labels": {EXPERIMENT_LABEL: job.experiment.name},
-            "name": job.name,
-            "namespace": job.namespace,
-            "ownerReferences": [_owner(KATIB_API, "Experiment", job.experiment.name, job.experiment.uid)],
-            "resourceVersion": rv,
-            "uid": job.trial_uid,
-        },
-        "spec": {
-            "failureCondition": FAILURE_CONDITION,
-            "metricsCollector": {"collector": {"kind": "Push"}},
-            "objective": _objective(),
-            "parameterAssignments": [
-                {"name": "learning_rate", "value": job.lr},
-                {"name": "batch_size", "value": job.batch},
-            ],
-            "primaryContainerName": "node",
-            "runSpec": run_spec,
-            "successCondition": SUCCESS_CONDITION,
-        },
-        "status": {
-            "conditions": [
-                {**condition, "message": "Trial is created", "reason": "TrialCreated", "type": "Created"},
-                {**condition, "message": "Trial is running", "reason": "TrialRunning", "type": "Running"},
-            ],
-            "startTime": created,
-        },
-    }
-
-
-def experiment(exp: Experiment, rv: str, created: str, trials: int) -> dict[str, Any]:
-    """A running Experiment with a stock algorithm (``random``) and no early stopping."""
-    return {
-        "apiVersion": KATIB_API,
-        "kind": "Experiment",
-        "metadata": {
-            "creationTimestamp": created,
-            "finalizers": ["update-prometheus-metrics"],
-            "generation": 1,
-            "name": exp.name,
-            "namespace": exp.namespace,
-            "resourceVersion": rv,
-            "uid": exp.uid,
-        },
-        "spec": {
-            "algorithm": {"algorithmName": "random"},
-            "maxFailedTrialCount": 10,
-            "maxTrialCount": trials * 4,
-            "metricsCollectorSpec": {"collector": {"kind": "Push"}},
-            "objective": _objective(),
-            "parallelTrialCount": trials,
-            "parameters": [
-                {
-                    "feasibleSpace": {"max": "0.001", "min": "0.00001"},
-                    "name": "learning_rate",
-                    "parameterType": "double",
-                },
-                {
-                    "feasibleSpace": {"list": ["8", "16", "32"]},
-                    "name": "batch_size",
-                    "parameterType": "categorical",
-                },
-            ],
-            "resumePolicy": "Never",
-        },
-        "status": {
-            "conditions": [
-                {
-                    "lastTransitionTime": created,
-                    "lastUpdateTime": created,
-                    "message": "Experiment is running",
-                    "reason": "ExperimentRunning",
-                    "status": "True",
-                    "type": "Running",
-                }
-            ],
-            "runningTrialList": [],
-            "startTime": created,
-            "trials": trials,
-            "trialsRunning": trials,
-        },
     }
 
 

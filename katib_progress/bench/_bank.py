@@ -120,10 +120,6 @@ class Bank:
         """Finals of every trial that would count when run to its end."""
         return [v for v in (self.final(t) for t in self.trials) if v is not None]
 
-    def true_best(self) -> float:
-        """Best final of the bank (the best observation any trial records when run to its end)."""
-        return self.best_final
-
     def median_final(self) -> float:
         return self.median
 
@@ -167,6 +163,59 @@ def _number(value: Any, where: str) -> float | None:
         raise ConfigError(where, f"metric value {value!r} is neither a number nor nan/inf") from None
 
 
+def _parameter(i: int, raw: Mapping[str, Any]) -> BankParameter:
+    kind = raw["type"]
+    if kind in ("double", "int") and ("min" not in raw or "max" not in raw):
+        raise ConfigError(f"parameters/{i}", f"{kind} parameter {raw['name']!r} needs min and max")
+    if kind in ("discrete", "categorical") and not raw.get("list"):
+        raise ConfigError(f"parameters/{i}", f"{kind} parameter {raw['name']!r} needs a list")
+    return BankParameter(
+        name=raw["name"],
+        type=kind,
+        min=raw.get("min"),
+        max=raw.get("max"),
+        log=bool(raw.get("log", False)),
+        values=tuple(raw.get("list", ())),
+    )
+
+
+def _points(i: int, raw_points: Sequence[Mapping[str, Any]]) -> tuple[BankPoint, ...]:
+    points = []
+    last_elapsed = -math.inf
+    for j, p in enumerate(raw_points):
+        where = f"trials/{i}/points/{j}"
+        if p["elapsed_s"] < last_elapsed:
+            raise ConfigError(f"{where}/elapsed_s", f"{p['elapsed_s']} goes back in time")
+        last_elapsed = p["elapsed_s"]
+        metrics = {}
+        for name, value in p["metrics"].items():
+            number = _number(value, f"{where}/metrics/{name}")
+            if number is not None:
+                metrics[name] = number
+        points.append(
+            BankPoint(
+                progress=float(p["progress"]),
+                elapsed_s=float(p["elapsed_s"]),
+                eta_s=None if p.get("eta_s") is None else float(p["eta_s"]),
+                metrics=MappingProxyType(metrics),
+            )
+        )
+    return tuple(points)
+
+
+def _trial(i: int, raw: Mapping[str, Any], names: set[str]) -> BankTrial:
+    missing = names - set(raw["params"])
+    if missing:
+        raise ConfigError(f"trials/{i}/params", f"missing values for {sorted(missing)}")
+    return BankTrial(
+        index=i,
+        params=MappingProxyType(dict(raw["params"])),
+        status=raw.get("status", "completed"),
+        gpus=float(raw.get("gpus", 1)),
+        points=_points(i, raw["points"]),
+    )
+
+
 def parse_bank(document: Mapping[str, Any]) -> Bank:
     """Validate ``document`` against the curve-bank schema and convert it (the input is not modified)."""
     errors = sorted(
@@ -177,69 +226,17 @@ def parse_bank(document: Mapping[str, Any]) -> Bank:
         where = "/".join(str(p) for p in first.absolute_path) or "<root>"
         raise ConfigError(where, first.message)
     objective = document["objective"]
-    metric = str(objective["metric"])
-    params = []
-    for i, raw in enumerate(document["parameters"]):
-        kind = raw["type"]
-        if kind in ("double", "int") and ("min" not in raw or "max" not in raw):
-            raise ConfigError(f"parameters/{i}", f"{kind} parameter {raw['name']!r} needs min and max")
-        if kind in ("discrete", "categorical") and not raw.get("list"):
-            raise ConfigError(f"parameters/{i}", f"{kind} parameter {raw['name']!r} needs a list")
-        params.append(
-            BankParameter(
-                name=raw["name"],
-                type=kind,
-                min=raw.get("min"),
-                max=raw.get("max"),
-                log=bool(raw.get("log", False)),
-                values=tuple(raw.get("list", ())),
-            )
-        )
+    params = [_parameter(i, raw) for i, raw in enumerate(document["parameters"])]
     names = {p.name for p in params}
-    trials = []
-    for i, raw in enumerate(document["trials"]):
-        missing = names - set(raw["params"])
-        if missing:
-            raise ConfigError(f"trials/{i}/params", f"missing values for {sorted(missing)}")
-        points = []
-        last_elapsed = -math.inf
-        for j, p in enumerate(raw["points"]):
-            where = f"trials/{i}/points/{j}"
-            if p["elapsed_s"] < last_elapsed:
-                raise ConfigError(f"{where}/elapsed_s", f"{p['elapsed_s']} goes back in time")
-            last_elapsed = p["elapsed_s"]
-            metrics = {}
-            for name, value in p["metrics"].items():
-                number = _number(value, f"{where}/metrics/{name}")
-                if number is not None:
-                    metrics[name] = number
-            points.append(
-                BankPoint(
-                    progress=float(p["progress"]),
-                    elapsed_s=float(p["elapsed_s"]),
-                    eta_s=None if p.get("eta_s") is None else float(p["eta_s"]),
-                    metrics=MappingProxyType(metrics),
-                )
-            )
-        trials.append(
-            BankTrial(
-                index=i,
-                params=MappingProxyType(dict(raw["params"])),
-                status=raw.get("status", "completed"),
-                gpus=float(raw.get("gpus", 1)),
-                points=tuple(points),
-            )
-        )
-    bank = Bank(
+    return Bank(
         name=str(document["name"]),
         description=str(document.get("description", "")),
-        metric=metric,
+        metric=str(objective["metric"]),
         direction=objective["direction"],
         strategy=objective.get("strategy", "latest"),
         parameters=tuple(params),
-        trials=tuple(trials),
+        trials=tuple(_trial(i, raw, names) for i, raw in enumerate(document["trials"])),
     )
-    return bank
 
 
 def load_bank(path: str | Path) -> Bank:

@@ -26,7 +26,6 @@ from katib_progress.core.errors import ConfigError
 
 #: The stock policies a default is compared with: no pruning, Katib's and Optuna's stock pruners.
 STOCK_POLICIES = ("none", "katib-medianstop", "optuna-median", "optuna-sh", "optuna-hyperband")
-BUILTIN_POLICIES = STOCK_POLICIES
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ class KatibProgressError(Exception):
 
 
 class TemporaryError(KatibProgressError):
-    """A failure that may succeed if retried later."""
+    """A failure that may succeed if retried later.
+
+    ``delay`` is the wait the peer itself asked for (a Kubernetes ``Retry-After``). Every backoff of
+    the collector (watcher, pruning forwarder, final-metrics marker) takes it as a lower bound, up to
+    its cap (``katib_progress.collector.backoff.retry_hint``); the fixed-period loops (leader
+    election, watchdog scan, the controller's re-delivery) simply try again at their next period.
+    """
 
     def __init__(self, message: str, *, delay: float | None = None) -> None:
         super().__init__(message)

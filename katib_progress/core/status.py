@@ -233,32 +233,79 @@ def _fingerprint(raw: Mapping[str, Any], metrics: Sequence[Any]) -> str:
     return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def _last_updated(raw: Mapping[str, Any]) -> datetime:
+    if raw.get("lastUpdatedTime") is None:
+        raise StatusError("trainerStatus.lastUpdatedTime: required when trainerStatus is present")
+    try:
+        return floor_second(parse_rfc3339(raw["lastUpdatedTime"], field="trainerStatus.lastUpdatedTime"))
+    except ValueError as exc:
+        raise StatusError(str(exc)) from None
+
+
+def _metric_entries(raw: Mapping[str, Any], rejections: list[MetricRejection]) -> Sequence[Any]:
+    metrics_raw = raw.get("metrics")
+    if metrics_raw is None:
+        return ()
+    if isinstance(metrics_raw, list | tuple):
+        return metrics_raw
+    rejections.append(
+        MetricRejection("metrics", _clip(metrics_raw), RejectReason.INVALID_ENTRY, "expected a list")
+    )
+    return ()
+
+
+def _invalid_name(label: str, name: object, shown: str) -> MetricRejection | None:
+    if isinstance(name, str) and 1 <= len(name) <= MAX_TEXT and _encodable(name):
+        return None
+    if not isinstance(name, str):
+        detail = "missing or not a string"
+    elif not _encodable(name):
+        detail = "not valid Unicode (lone surrogate)"
+    else:
+        detail = f"length {len(name)}"
+    return MetricRejection(
+        _clip(name) if isinstance(name, str) and name and _encodable(name) else label,
+        shown,
+        RejectReason.INVALID_NAME,
+        detail,
+    )
+
+
+def _entry_rejection(index: int, entry: object, names: Counter[str]) -> MetricRejection | None:
+    """Why the metrics entry at ``index`` is unusable before its value is read; None when usable
+    (then it is a mapping whose ``name`` is a valid, unique, unreserved str and ``value`` a str)."""
+    label = f"metrics[{index}]"
+    if index >= MAX_METRICS:
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        text = _clip(entry.get("value") if isinstance(entry, Mapping) else entry)
+        return MetricRejection(
+            name if isinstance(name, str) else label, text, RejectReason.TOO_MANY, f"> {MAX_METRICS}"
+        )
+    if not isinstance(entry, Mapping):
+        return MetricRejection(label, _clip(entry), RejectReason.INVALID_ENTRY, "expected {name, value}")
+    name, value = entry.get("name"), entry.get("value")
+    shown = _clip(value) if value is not None else ""
+    invalid = _invalid_name(label, name, shown)
+    if invalid is not None or not isinstance(name, str):
+        return invalid
+    if names[name] > 1:
+        return MetricRejection(name, shown, RejectReason.DUPLICATE_NAME, f"{names[name]} occurrences")
+    if name.startswith(RESERVED_PREFIX):
+        return MetricRejection(name, shown, RejectReason.RESERVED_NAME, f"prefix {RESERVED_PREFIX!r}")
+    if not isinstance(value, str):
+        return MetricRejection(name, shown, RejectReason.WRONG_TYPE, "value must be a string")
+    return None
+
+
 def parse_trainer_status(raw: Mapping[str, Any]) -> ParsedSnapshot:
     """Parse one ``status.trainerStatus`` object leniently (see the module docstring)."""
     if not isinstance(raw, Mapping):
         raise StatusError(f"trainerStatus: expected an object, got {type(raw).__name__}")
-    if raw.get("lastUpdatedTime") is None:
-        raise StatusError("trainerStatus.lastUpdatedTime: required when trainerStatus is present")
-    try:
-        last = floor_second(parse_rfc3339(raw["lastUpdatedTime"], field="trainerStatus.lastUpdatedTime"))
-    except ValueError as exc:
-        raise StatusError(str(exc)) from None
-
+    last = _last_updated(raw)
     rejections: list[MetricRejection] = []
     progress = _int_field(raw, "progressPercentage", 100, rejections)
     eta = _int_field(raw, "estimatedRemainingSeconds", INT32_MAX, rejections)
-
-    metrics_raw = raw.get("metrics")
-    if metrics_raw is None:
-        metrics: Sequence[Any] = ()
-    elif isinstance(metrics_raw, list | tuple):
-        metrics = metrics_raw
-    else:
-        rejections.append(
-            MetricRejection("metrics", _clip(metrics_raw), RejectReason.INVALID_ENTRY, "expected a list")
-        )
-        metrics = ()
-
+    metrics = _metric_entries(raw, rejections)
     names = Counter(
         name
         for entry in metrics[:MAX_METRICS]
@@ -268,52 +315,11 @@ def parse_trainer_status(raw: Mapping[str, Any]) -> ParsedSnapshot:
     texts: dict[str, str] = {}
     non_finite: dict[str, float] = {}
     for index, entry in enumerate(metrics):
-        label = f"metrics[{index}]"
-        if index >= MAX_METRICS:
-            name = entry.get("name") if isinstance(entry, Mapping) else None
-            text = _clip(entry.get("value") if isinstance(entry, Mapping) else entry)
-            rejections.append(
-                MetricRejection(
-                    name if isinstance(name, str) else label, text, RejectReason.TOO_MANY, f"> {MAX_METRICS}"
-                )
-            )
+        rejected = _entry_rejection(index, entry, names)
+        if rejected is not None:
+            rejections.append(rejected)
             continue
-        if not isinstance(entry, Mapping):
-            rejections.append(
-                MetricRejection(label, _clip(entry), RejectReason.INVALID_ENTRY, "expected {name, value}")
-            )
-            continue
-        name, value = entry.get("name"), entry.get("value")
-        shown = _clip(value) if value is not None else ""
-        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TEXT or not _encodable(name):
-            if not isinstance(name, str):
-                detail = "missing or not a string"
-            elif not _encodable(name):
-                detail = "not valid Unicode (lone surrogate)"
-            else:
-                detail = f"length {len(name)}"
-            rejections.append(
-                MetricRejection(
-                    _clip(name) if isinstance(name, str) and name and _encodable(name) else label,
-                    shown,
-                    RejectReason.INVALID_NAME,
-                    detail,
-                )
-            )
-            continue
-        if names[name] > 1:
-            rejections.append(
-                MetricRejection(name, shown, RejectReason.DUPLICATE_NAME, f"{names[name]} occurrences")
-            )
-            continue
-        if name.startswith(RESERVED_PREFIX):
-            rejections.append(
-                MetricRejection(name, shown, RejectReason.RESERVED_NAME, f"prefix {RESERVED_PREFIX!r}")
-            )
-            continue
-        if not isinstance(value, str):
-            rejections.append(MetricRejection(name, shown, RejectReason.WRONG_TYPE, "value must be a string"))
-            continue
+        name, value = entry["name"], entry["value"]
         number, reason, detail = convert_value(value)
         if reason is None and number is not None:
             values[name] = number

@@ -38,7 +38,6 @@ class Live:
     eta_s: float | None = None
     elapsed_s: float | None = None
     metrics: MappingProxyType[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    points: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +58,6 @@ class LocalPipeline:
         self._pruned: set[str] = set()
         self._non_finite: dict[str, list[tuple[datetime, str, float]]] = {}
         self.prunes: queue.Queue[PruneRequest] = queue.Queue()
-        self.errors = 0
         self._thread = threading.Thread(target=self._run, name="local-pipeline", daemon=True)
 
     @property
@@ -116,8 +114,7 @@ class LocalPipeline:
                 continue
             try:
                 self._handle(*item)
-            except Exception:  # noqa: BLE001 - the worker's outermost loop: log with traceback, count, keep going
-                self.errors += 1
+            except Exception:  # noqa: BLE001 - the worker's outermost loop: log with traceback, keep going
                 _log.exception("local pipeline failed on a snapshot of %s/%s", item[0], item[1])
 
     def _handle(self, namespace: str, name: str, status: dict[str, Any]) -> None:
@@ -145,14 +142,12 @@ class LocalPipeline:
                 eta_s=point.eta_s,
                 elapsed_s=point.elapsed_s,
                 metrics=MappingProxyType(metrics),
-                points=previous.points + 1,
             )
             if self._decide is None or point.trial in self._pruned:
                 return
         try:
             decision = self._decide(point)
         except KatibProgressError as exc:
-            self.errors += 1
             _log.warning("no pruning decision for trial %s (seq %d): %s", point.trial, point.seq, exc)
             return
         if decision.prune:

@@ -31,13 +31,13 @@ from katib_progress.local._katib import ObservationReader, SuggestionClient
 from katib_progress.local._logfile import sweep_logging
 from katib_progress.local._pipeline import LocalPipeline, PruneRequest
 from katib_progress.local._process import LaunchSpec, TrialProcess, Watchdog, new_token, stop_orphan
-from katib_progress.local._replay import stored_points
 from katib_progress.local._services import Pruner, Store, store_service, suggestion_service
 from katib_progress.local._signals import signals_as_interrupt
 from katib_progress.local._view import SweepView, format_params
 from katib_progress.local.endpoint import StatusEndpoint
 from katib_progress.local.experiment import LocalExperiment
 from katib_progress.local.summary import SweepSummary, TrialSummary, write_summary
+from katib_progress.suggestion.pruning.restore import points_from_rows
 
 _log = logging.getLogger(__name__)
 
@@ -193,12 +193,14 @@ class _Sweep:
             time.sleep(self.opts.poll_s)
 
     def _restore_pruner(self, reader: ObservationReader) -> None:
-        """On resume: replay every finished trial's stored points and end to the pruning service."""
+        """On resume: replay every finished trial's stored points and end to the pruning service, so
+        comparative policies see the same history as a sweep that never stopped (each point keeps its
+        stored ``trainjob/seq``: an engine that already knows it treats the replay as a repeat)."""
         if self._pruner is None:
             return
         finished = [t for t in self.book.trials.values() if t.terminal]
         for trial in finished:
-            points = stored_points(self.exp.name, trial.name, reader.rows(trial.name))
+            points = points_from_rows(self.exp.name, trial.name, reader.rows(trial.name))
             self._pruner.replay(trial.name, points, trial.status)
         if finished:
             self.view.event(f"resume: pruning history of {len(finished)} finished trial(s) restored")

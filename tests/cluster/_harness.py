@@ -16,13 +16,14 @@ from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 from kubernetes import client
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.cluster import ClusterCollector, ClusterOptions
 from katib_progress.collector.controller import CollectorSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.forwarder import ForwarderSettings
 from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
 from katib_progress.collector.katib.readback import StoredRowsReader
-from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.kube import WatchSettings
 from katib_progress.collector.leader import LeaderSettings
 from katib_progress.collector.rows import SEQ_METRIC
 from katib_progress.collector.store import StoreServer
@@ -176,7 +177,7 @@ class Stack:
                 address_template=pruning_address or self.pruning_address,
                 suggestion_address_template=self.suggestion_address or "unused.invalid:1",
                 timeout_s=pruning_timeout_s,
-                enforce_backoff_s=0.05,
+                enforce_backoff=BackoffSettings(initial_s=0.05, max_s=0.5),
             ),
             leader=LeaderSettings(
                 namespace=LEASE_NS,
@@ -189,14 +190,15 @@ class Stack:
             else None,
             identity=identity,
             experiment_ttl_s=0.5,
-            final_poll_initial_s=0.05,
-            final_poll_max_s=0.5,
+            final_poll=BackoffSettings(initial_s=0.05, max_s=0.5),
             final_interval_s=0.05,
             watchdog=watchdog,
             watchdog_interval_s=0.1,
             flush_timeout_s=5,
         )
-        db = db_settings or DBManagerSettings(backoff_initial_s=0.05, backoff_max_s=0.3, close_timeout_s=5)
+        db = db_settings or DBManagerSettings(
+            backoff=BackoffSettings(initial_s=0.05, max_s=0.3), close_timeout_s=5
+        )
         return ClusterCollector(
             options,
             self.kube.api_client(),

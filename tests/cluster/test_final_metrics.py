@@ -5,9 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from katib_progress.collector.final_metrics import final_rows_stored
+from kubernetes import client
+
+from katib_progress.collector.backoff import BackoffSettings
+from katib_progress.collector.final_metrics import FinalMetricsMarker, final_rows_stored
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.collector.rows import MetricRow, snapshot_rows
+from katib_progress.core.errors import TemporaryError
 from katib_progress.core.status import parse_trainer_status
 from tests.kubestandin.objects import trainer_status
 
@@ -47,3 +51,36 @@ def test_nothing_to_wait_for() -> None:
     assert final_rows_stored(JOB, _job(None), [])
     later = trainer_status(T + timedelta(seconds=3), metrics={"loss": "0.2"})
     assert final_rows_stored(JOB, _job(trainer_status(T, metrics={"loss": "0.25"})), _stored(later))
+
+
+class _BusyReader:
+    """A DB manager that answers "come back in ``delay`` seconds" (TemporaryError.delay)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.reads = 0
+
+    def stored_latest(self, trial: str) -> list[MetricRow]:
+        self.reads += 1
+        raise TemporaryError("busy", delay=self.delay)
+
+
+def test_recheck_waits_as_long_as_the_peer_asked() -> None:
+    now = [0.0]
+    reader = _BusyReader(delay=20.0)
+    marker = FinalMetricsMarker(
+        client.ApiClient(),
+        reader,
+        poll=BackoffSettings(initial_s=0.01, max_s=60.0),
+        clock=lambda: now[0],
+    )
+    complete = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    marker.observe(JOB, complete)
+    assert marker.check_pending() == 1
+    assert reader.reads == 1
+    now[0] = 1.0  # past the backoff's own 0.01 s, before the peer's 20 s
+    marker.check_pending()
+    assert reader.reads == 1
+    now[0] = 20.5
+    marker.check_pending()
+    assert reader.reads == 2

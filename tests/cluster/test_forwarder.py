@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
@@ -41,6 +42,7 @@ class _Client:
         self.gate.set()
         self.seen: list[tuple[str, int]] = []
         self.fail = False
+        self.fail_delay: float | None = None  # TemporaryError.delay of a failure
         self.prune_seq: int | None = None
         self.finals: list[tuple[str, str, str]] = []
         self.specs: list[PruningSpec | None] = []
@@ -50,7 +52,7 @@ class _Client:
         self.seen.append((point.trial, point.seq))
         self.specs.append(spec)
         if self.fail:
-            raise TemporaryError("unavailable")
+            raise TemporaryError("unavailable", delay=self.fail_delay)
         if self.prune_seq is not None and point.seq >= self.prune_seq:
             return Decision(Verdict.PRUNE, "bad", "divergence")
         return Decision.cont()
@@ -94,7 +96,14 @@ def _forwarder(
 @pytest.fixture
 def started(fake: _Client) -> Iterator[tuple[PruningForwarder, list[tuple[str, str]]]]:
     pruned: list[tuple[str, str]] = []
-    fwd = _forwarder(fake, pruned, workers=1, max_pending=3, breaker_failures=2, breaker_initial_s=60.0)
+    fwd = _forwarder(
+        fake,
+        pruned,
+        workers=1,
+        max_pending=3,
+        breaker_failures=2,
+        breaker_backoff=BackoffSettings(initial_s=60.0, max_s=60.0),
+    )
     fwd.start()
     try:
         yield fwd, pruned
@@ -149,6 +158,35 @@ def test_circuit_opens_after_consecutive_failures(
     assert fwd.counters.get("collector_pruning_breaker_opened_total") == 1
 
 
+def test_open_breaker_pauses_as_long_as_the_service_asked(fake: _Client) -> None:
+    now = [0.0]
+    fake.fail, fake.fail_delay = True, 30.0
+    fwd = PruningForwarder(
+        _Experiments(),
+        lambda job, decision, point: None,
+        settings=ForwarderSettings(
+            workers=1, breaker_failures=1, breaker_backoff=BackoffSettings(initial_s=0.01, max_s=60.0)
+        ),
+        counters=Counters(),
+        client_factory=lambda address, timeout: fake,
+        clock=lambda: now[0],
+    ).start()
+    try:
+        fwd.submit(_job("t"), _point("t", 0))
+        assert fwd.idle(5)
+        now[0] = 1.0  # past the backoff's own pause, before the 30 s the service asked for
+        fwd.submit(_job("t"), _point("t", 1))
+        assert fwd.idle(5)
+        assert len(fake.seen) == 1
+        assert fwd.counters.get("collector_pruning_points_total", result="dropped_breaker_open") == 1
+        now[0] = 31.0
+        fwd.submit(_job("t"), _point("t", 2))
+        assert fwd.idle(5)
+        assert fake.seen == [("t", 0), ("t", 2)]
+    finally:
+        fwd.stop()
+
+
 def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> None:
     calls: list[str] = []
 
@@ -160,7 +198,9 @@ def test_prune_is_enforced_and_retried_on_temporary_errors(fake: _Client) -> Non
     fwd = PruningForwarder(
         _Experiments(),
         on_prune,
-        settings=ForwarderSettings(enforce_backoff_s=0.01, enforce_attempts=5),
+        settings=ForwarderSettings(
+            enforce_backoff=BackoffSettings(initial_s=0.01, max_s=0.2), enforce_attempts=5
+        ),
         client_factory=lambda address, timeout: fake,
     ).start()
     try:
@@ -184,7 +224,10 @@ def test_unreachable_service_over_real_grpc_times_out_and_breaks() -> None:
         _Experiments(),
         lambda job, decision, point: None,
         settings=ForwarderSettings(
-            address_template=f"127.0.0.1:{port}", timeout_s=0.2, breaker_failures=1, breaker_initial_s=60.0
+            address_template=f"127.0.0.1:{port}",
+            timeout_s=0.2,
+            breaker_failures=1,
+            breaker_backoff=BackoffSettings(initial_s=60.0, max_s=60.0),
         ),
         client_factory=BACKEND.connect,
     ).start()

@@ -15,13 +15,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.final_metrics import MARKER_ANNOTATION
 from katib_progress.collector.katib.dbmanager import RECOVERED, RETRIES, DBManagerSettings
 from katib_progress.collector.store import start_store_server
 from tests.cluster._harness import Stack, running_collector, wait_until
 
-SLOW = DBManagerSettings(rpc_timeout_s=0.4, backoff_initial_s=0.05, backoff_max_s=0.3, close_timeout_s=10)
+SLOW = DBManagerSettings(
+    rpc_timeout_s=0.4, backoff=BackoffSettings(initial_s=0.05, max_s=0.3), close_timeout_s=10
+)
 
 
 @contextmanager

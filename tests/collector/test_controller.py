@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from katib_progress.cli import main as cli_main
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import BACKPRESSURE, Collector, CollectorSettings
-from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.kube import WatchSettings
 from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC
 from katib_progress.collector.testing import MemorySink
 from katib_progress.core.errors import TemporaryError

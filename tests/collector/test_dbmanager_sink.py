@@ -18,6 +18,7 @@ import pytest
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.katib.dbmanager import (
     DROPPED,
@@ -34,7 +35,10 @@ from katib_progress.core.errors import TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano
 
 FAST = DBManagerSettings(
-    rpc_timeout_s=2.0, backoff_initial_s=0.02, backoff_max_s=0.2, close_timeout_s=5.0, lock_wait_s=1.5
+    rpc_timeout_s=2.0,
+    backoff=BackoffSettings(initial_s=0.02, max_s=0.2),
+    close_timeout_s=5.0,
+    lock_wait_s=1.5,
 )
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

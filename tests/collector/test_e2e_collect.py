@@ -21,9 +21,10 @@ import pytest
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import Collector, CollectorSettings
 from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from katib_progress.collector.kube import BackoffSettings, WatchSettings
+from katib_progress.collector.kube import WatchSettings
 from katib_progress.collector.kube import watcher as w
 from katib_progress.collector.rows import ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC
 from katib_progress.collector.store import StoreServer, start_store_server
@@ -39,7 +40,7 @@ SETTINGS = CollectorSettings(
     retry_interval_s=0.05,
     flush_timeout_s=5.0,
 )
-SINK_SETTINGS = DBManagerSettings(backoff_initial_s=0.01, backoff_max_s=0.1, close_timeout_s=5.0)
+SINK_SETTINGS = DBManagerSettings(backoff=BackoffSettings(initial_s=0.01, max_s=0.1), close_timeout_s=5.0)
 
 
 @pytest.fixture

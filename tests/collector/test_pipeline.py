@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from katib_progress.collector.counters import Counters
-from katib_progress.collector.pipeline import REJECTED, SNAPSHOTS, JobRef, OutcomeKind, SnapshotProcessor
+from katib_progress.collector.pipeline import LAG, REJECTED, SNAPSHOTS, JobRef, OutcomeKind, SnapshotProcessor
 from katib_progress.collector.rows import ELAPSED_METRIC, ETA_METRIC, PROGRESS_METRIC, SEQ_METRIC, MetricRow
 from katib_progress.collector.sinks import ObservationSink
 from katib_progress.collector.testing import MemorySink
@@ -269,3 +269,15 @@ def test_a_log_holding_only_katibs_unavailable_marker_starts_at_seq_zero() -> No
     proc, _, points = _processor(sink)
     assert proc.process(JOB, _status(1)).kind is OutcomeKind.WRITTEN
     assert points[0].seq == 0
+
+
+def test_lag_is_measured_from_the_trainers_stamp_to_the_write() -> None:
+    proc, _, _ = _processor()
+    assert proc.counters.observed(LAG) == (0, 0.0)
+    old = datetime.now(UTC) - timedelta(seconds=90)
+    status = {"lastUpdatedTime": format_rfc3339nano(old), "metrics": [{"name": "loss", "value": "1"}]}
+    assert proc.process(JOB, status).kind is OutcomeKind.WRITTEN
+    assert proc.process(JOB, status).kind is OutcomeKind.REPEAT  # only new snapshots count
+    count, total = proc.counters.observed(LAG)
+    assert count == 1
+    assert 89.0 <= total < 3600.0  # at least the 90 s the status waited (less its sub-second part)

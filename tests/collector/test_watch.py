@@ -11,10 +11,9 @@ import pytest
 import urllib3
 from kubernetes import client
 
+from katib_progress.collector.backoff import Backoff, BackoffSettings
 from katib_progress.collector.counters import Counters
 from katib_progress.collector.kube import (
-    Backoff,
-    BackoffSettings,
     JobEvent,
     TrainJobWatcher,
     WatchSettings,
@@ -275,6 +274,15 @@ def test_backoff_grows_caps_and_resets() -> None:
     assert backoff.next_delay() <= 1.1
     with pytest.raises(ValueError, match="max_s"):
         BackoffSettings(initial_s=5, max_s=1)
+
+
+def test_backoff_stays_at_the_cap_after_thousands_of_failures() -> None:
+    """A DB manager down for hours: the sender's delay must not overflow (it once raised
+    OverflowError at attempt 1024 and killed the thread)."""
+    settings = BackoffSettings(initial_s=0.1, max_s=5.0, jitter=0.0)
+    assert settings.delay(5000, random.Random(0)) == 5.0
+    backoff = Backoff(BackoffSettings(initial_s=1, max_s=8, factor=1.0), random.Random(0))
+    assert all(0.8 <= backoff.next_delay() <= 1.2 for _ in range(3000))  # factor 1: never grows
 
 
 def test_load_api_client_from_kubeconfig(kube: KubeStandin, tmp_path: Path) -> None:

@@ -127,9 +127,10 @@ def test_api_faults_lose_nothing(
 def test_watch_and_list_timeouts_in_process(kube: KubeStandin, objs: Objects, store: StoreProc) -> None:
     """Requests that hang past the client's read timeout (a stuck connection): the watcher times out,
     backs off and resumes; nothing is lost. In process, to set second-scale timeouts."""
+    from katib_progress.collector.backoff import BackoffSettings
     from katib_progress.collector.controller import Collector, CollectorSettings
     from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-    from katib_progress.collector.kube import BackoffSettings, WatchSettings
+    from katib_progress.collector.kube import WatchSettings
     from katib_progress.collector.kube import watcher as w
     from tests.kubestandin.waiting import running
 
@@ -146,7 +147,9 @@ def test_watch_and_list_timeouts_in_process(kube: KubeStandin, objs: Objects, st
     writer = Writer(objs, ledger, datetime.now(UTC).replace(microsecond=0), total=20)
     for i in range(2):
         writer.add(f"slow-{i}")
-    sink = DBManagerSink(store.address, settings=DBManagerSettings(backoff_initial_s=0.02, backoff_max_s=0.2))
+    sink = DBManagerSink(
+        store.address, settings=DBManagerSettings(backoff=BackoffSettings(initial_s=0.02, max_s=0.2))
+    )
     collector = Collector(settings, sink, kube.api_client(retries=0))
     with running(collector.run, collector.stop, join_timeout=15):
         wait_until(collector.has_synced)

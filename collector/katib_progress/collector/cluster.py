@@ -15,18 +15,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Protocol
 
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import Collector, CollectorSettings, job_ref
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import Enforcer, EnforceResult, ObservationReader, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.experiments import ExperimentCache, ExperimentInfo
-from katib_progress.collector.final_metrics import FinalMetricsMarker, StoredReader
+from katib_progress.collector.final_metrics import DEFAULT_POLL, FinalMetricsMarker, StoredReader
 from katib_progress.collector.forwarder import ForwarderSettings, PruningForwarder
 from katib_progress.collector.kube import JobEvent
 from katib_progress.collector.leader import LeaderElector, LeaderSettings
@@ -38,7 +38,7 @@ from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-TERMS = "collector_leader_terms_total"
+TERMS = CounterSpec("collector_leader_terms_total", "terms led by this process")
 
 
 class Reader(StoredReader, ObservationReader, Protocol):
@@ -53,8 +53,7 @@ class ClusterOptions(BaseModel):
     leader: LeaderSettings | None = None
     identity: str = "katib-progress-collector"
     experiment_ttl_s: float = Field(default=30.0, ge=0)
-    final_poll_initial_s: float = Field(default=0.2, gt=0)
-    final_poll_max_s: float = Field(default=5.0, gt=0)
+    final_poll: BackoffSettings = DEFAULT_POLL
     final_interval_s: float = Field(default=0.1, gt=0)
     watchdog: bool = False
     watchdog_interval_s: float = Field(default=30.0, gt=0)
@@ -83,8 +82,7 @@ class _Term:
             cc.reader,
             events=cc.events,
             counters=cc.counters,
-            poll_initial_s=o.final_poll_initial_s,
-            poll_max_s=max(o.final_poll_initial_s, o.final_poll_max_s),
+            poll=o.final_poll,
         )
         self.collector = Collector(
             o.collector,
@@ -140,8 +138,6 @@ class _Term:
         )
 
     def on_point(self, point: ProgressPoint) -> None:
-        lag = (datetime.now(UTC) - point.timestamp).total_seconds()
-        self.cc.last_lag_s = max(0.0, lag)
         with self._lock:
             job = self.jobs.get((point.experiment, point.trial))
         if job is not None:
@@ -199,7 +195,6 @@ class ClusterCollector:
         )
         self.elector = LeaderElector(api_client, options.leader) if options.leader is not None else None
         self.term: _Term | None = None
-        self.last_lag_s = 0.0
         self.drained = True
         self._crashed = False
         self._stopping = threading.Event()
@@ -231,7 +226,6 @@ class ClusterCollector:
             "collector_buffered_rows": buffered,
             "collector_pruning_pending": lambda: float(self.term.forwarder.pending) if self.term else 0.0,
             "collector_final_metrics_waiting": lambda: float(self.term.final.waiting) if self.term else 0.0,
-            "collector_lag_seconds": lambda: self.last_lag_s,
         }
 
     # -- lifecycle ---------------------------------------------------------------------------------

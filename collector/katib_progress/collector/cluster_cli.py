@@ -16,12 +16,17 @@ import signal
 import socket
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.pruning import PruningBackend
+
+if TYPE_CHECKING:
+    from katib_progress.collector.cluster import ClusterCollector
+    from katib_progress.collector.counters import Counters
+    from katib_progress.collector.observability import ObservabilityServer
 
 _log = logging.getLogger(__name__)
 
@@ -114,13 +119,37 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
+def _serve_metrics(args: argparse.Namespace, counters: Counters, cc: ClusterCollector) -> ObservabilityServer:
+    """Start ``/metrics``, ``/healthz`` and ``/readyz``; raises OSError/ValueError when it cannot."""
+    from katib_progress.collector.observability import ObservabilityServer
+
+    server = ObservabilityServer(
+        args.metrics_address, counters, gauges=cc.gauges(), healthy=cc.healthy, ready=cc.ready
+    ).start()
+    _log.info(
+        "metrics on %s", server.address, extra={"event": "metrics_listening", "address": server.address}
+    )
+    return server
+
+
+def _stop_on_signals(cc: ClusterCollector) -> dict[signal.Signals, Any]:
+    """SIGTERM/SIGINT stop ``cc`` (main thread only); returns the handlers to put back."""
+
+    def _terminate(signum: int, _frame: FrameType | None) -> None:
+        _log.info("signal %s received; stopping", signal.Signals(signum).name, extra={"event": "stopping"})
+        cc.stop()
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
 def main(args: argparse.Namespace, *, pruning: PruningBackend) -> int:
     from katib_progress.collector.cluster import ClusterCollector
     from katib_progress.collector.counters import Counters
     from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
     from katib_progress.collector.katib.readback import StoredRowsReader
     from katib_progress.collector.kube import load_api_client
-    from katib_progress.collector.observability import ObservabilityServer
 
     try:
         options = _options(args)
@@ -142,23 +171,11 @@ def main(args: argparse.Namespace, *, pruning: PruningBackend) -> int:
     server = None
     if args.metrics_address:
         try:
-            server = ObservabilityServer(
-                args.metrics_address, counters, gauges=cc.gauges(), healthy=cc.healthy, ready=cc.ready
-            ).start()
+            server = _serve_metrics(args, counters, cc)
         except (OSError, ValueError) as exc:
             _log.error("cannot serve metrics on %s: %s", args.metrics_address, exc)
             return 2
-        _log.info(
-            "metrics on %s", server.address, extra={"event": "metrics_listening", "address": server.address}
-        )
-
-    def _terminate(signum: int, _frame: FrameType | None) -> None:
-        _log.info("signal %s received; stopping", signal.Signals(signum).name, extra={"event": "stopping"})
-        cc.stop()
-
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = _stop_on_signals(cc)
     _log.info(
         "collector started: identity=%s leader-elect=%s db-manager=%s",
         options.identity,

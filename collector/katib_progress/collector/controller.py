@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.kube import JobEvent, TrainJobWatcher, WatchSettings
 from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
 from katib_progress.collector.ratelog import Every, held_back
@@ -31,8 +31,10 @@ from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-PENDING = "collector_snapshots_pending"  # gauge-like: snapshots waiting for the sink (sampled)
-BACKPRESSURE = "collector_backpressure_total"
+BACKPRESSURE = CounterSpec(
+    "collector_backpressure_total",
+    "watch events sent back because the job's queue of refused snapshots was full",
+)
 
 
 class CollectorSettings(BaseModel):

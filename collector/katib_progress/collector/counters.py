@@ -1,45 +1,140 @@
-"""Thread-safe labelled counters (exported to Prometheus by whoever runs the process)."""
+"""The collector's Prometheus counters: declared once with their label names, kept per process.
+
+Each module declares what it counts as a ``CounterSpec`` (name, help, label names); ``Counters``
+holds the matching ``prometheus_client.Counter`` objects in a registry of its own (one per collector,
+so tests and several collectors in one process never share values) and ``/metrics`` exports that
+registry (``collector/observability.py``). A counter ``x_total`` is exported as
+``katib_progress_x_total``; incrementing it with other label names than declared is an error.
+Histograms (``HistogramSpec``, ``observe``) live in the same registry.
+"""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
-_Key = tuple[str, tuple[tuple[str, str], ...]]
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as _Counter
+from prometheus_client import Histogram as _Histogram
+
+NAMESPACE = "katib_progress"
 
 
-def _key(name: str, labels: dict[str, object]) -> _Key:
-    return name, tuple(sorted((k, str(v)) for k, v in labels.items()))
+@dataclass(frozen=True, slots=True)
+class CounterSpec:
+    """A counter's name (ending in ``_total``), help text and label names."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name.endswith("_total"):
+            raise ValueError(f"name: a counter's name ends in _total, got {self.name!r}")
+
+    @property
+    def exported(self) -> str:
+        """The sample name on ``/metrics``."""
+        return f"{NAMESPACE}_{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A histogram's name (its unit last, e.g. ``_seconds``), help text and bucket bounds."""
+
+    name: str
+    help: str
+    buckets: tuple[float, ...]
+
+    @property
+    def exported(self) -> str:
+        return f"{NAMESPACE}_{self.name}"
+
+
+def _exported(counter: CounterSpec | str) -> str:
+    return counter.exported if isinstance(counter, CounterSpec) else f"{NAMESPACE}_{counter}"
 
 
 class Counters:
-    """``inc(name, amount=1, **labels)``, ``get(name, **labels)``, ``snapshot()``."""
+    """``inc(spec, amount=1, **labels)``; ``get(spec, **labels)`` and ``total(spec)`` read them back."""
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry()
         self._lock = threading.Lock()
-        self._values: dict[_Key, int] = {}
+        self._counters: dict[str, tuple[CounterSpec, _Counter]] = {}
+        self._histograms: dict[str, tuple[HistogramSpec, _Histogram]] = {}
 
-    def inc(self, name: str, amount: int = 1, **labels: object) -> None:
+    def _counter(self, spec: CounterSpec) -> _Counter:
+        with self._lock:
+            found = self._counters.get(spec.name)
+            if found is None:
+                counter = _Counter(
+                    spec.name.removesuffix("_total"),
+                    spec.help,
+                    spec.labels,
+                    namespace=NAMESPACE,
+                    registry=self.registry,
+                )
+                found = self._counters[spec.name] = (spec, counter)
+        if found[0] != spec:
+            raise ValueError(f"counter {spec.name} declared twice: {found[0]} and {spec}")
+        return found[1]
+
+    def inc(self, spec: CounterSpec, amount: int = 1, **labels: object) -> None:
         if amount < 0:
             raise ValueError(f"amount: counters only go up, got {amount}")
-        key = _key(name, labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0) + amount
+        counter = self._counter(spec)
+        if spec.labels:
+            counter.labels(**{k: str(v) for k, v in labels.items()}).inc(amount)
+        elif labels:
+            raise ValueError(f"counter {spec.name} has no labels, got {sorted(labels)}")
+        else:
+            counter.inc(amount)
 
-    def get(self, name: str, **labels: object) -> int:
+    def observe(self, spec: HistogramSpec, value: float) -> None:
         with self._lock:
-            return self._values.get(_key(name, labels), 0)
+            found = self._histograms.get(spec.name)
+            if found is None:
+                histogram = _Histogram(
+                    spec.name, spec.help, namespace=NAMESPACE, buckets=spec.buckets, registry=self.registry
+                )
+                found = self._histograms[spec.name] = (spec, histogram)
+        if found[0] != spec:
+            raise ValueError(f"histogram {spec.name} declared twice: {found[0]} and {spec}")
+        found[1].observe(value)
 
-    def total(self, name: str) -> int:
-        """Sum over every label combination of ``name``."""
-        with self._lock:
-            return sum(v for (n, _), v in self._values.items() if n == name)
+    def observed(self, spec: HistogramSpec) -> tuple[int, float]:
+        """How many values ``spec`` observed, and their sum."""
+        count = self.registry.get_sample_value(f"{spec.exported}_count")
+        total = self.registry.get_sample_value(f"{spec.exported}_sum")
+        return int(count or 0), float(total or 0.0)
+
+    def get(self, counter: CounterSpec | str, **labels: object) -> int:
+        """The count of one label combination (0 before the first ``inc``); ``counter`` is a spec or
+        its name."""
+        value = self.registry.get_sample_value(_exported(counter), {k: str(v) for k, v in labels.items()})
+        return int(value or 0)
+
+    def total(self, counter: CounterSpec | str) -> int:
+        """Sum over every label combination of ``counter`` (a spec or its name)."""
+        exported = _exported(counter)
+        return int(
+            sum(
+                sample.value
+                for family in self.registry.collect()
+                for sample in family.samples
+                if sample.name == exported
+            )
+        )
 
     def snapshot(self) -> dict[str, int]:
-        """``{"name{k=v,...}": value}`` (just ``name`` when unlabelled)."""
-        with self._lock:
-            items = list(self._values.items())
+        """``{"name{k=v,...}": value}`` of every count so far (for a log line)."""
         out: dict[str, int] = {}
-        for (name, labels), value in sorted(items):
-            suffix = "{" + ",".join(f"{k}={v}" for k, v in labels) + "}" if labels else ""
-            out[name + suffix] = value
-        return out
+        for family in self.registry.collect():
+            for sample in family.samples:
+                if not sample.name.endswith("_total"):
+                    continue  # the _created series
+                name = sample.name.removeprefix(f"{NAMESPACE}_")
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                out[name + ("{" + labels + "}" if labels else "")] = int(sample.value)
+        return dict(sorted(out.items()))

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.katib.observation import get_metrics, metric_names, observation_available
 from katib_progress.collector.kube._client import call_or_none, classify
@@ -58,7 +58,7 @@ TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 EARLY_STOPPED = "EarlyStopped"
 EARLY_STOPPED_REASON = "TrialEarlyStopped"
 EVENT_REASON = "TrialPruned"
-ENFORCED = "collector_prune_enforced_total"  # label result=<EnforceResult>
+ENFORCED = CounterSpec("collector_prune_enforced_total", "PRUNE decisions enforced, by result", ("result",))
 _TERMINAL = ("Succeeded", "Failed", "Killed", "MetricsUnavailable")
 _CONFLICT_RETRIES = 5
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.kube._client import classify
 
 _log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "katib-progress.kubeflow.org/collector"
-EVENTS = "collector_events_total"  # labels reason, result=created|updated|failed
+EVENTS = CounterSpec("collector_events_total", "Kubernetes Events recorded", ("reason", "result"))
 _NOTE_MAX = 1024  # the API server rejects longer notes
 
 

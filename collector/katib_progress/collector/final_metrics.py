@@ -19,6 +19,7 @@ Jobs waiting for their rows are re-checked with backoff by ``run()`` (or ``check
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +28,8 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import TRAINER, condition_true
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.kube._client import call_or_none
@@ -40,8 +42,11 @@ _log = logging.getLogger(__name__)
 
 MARKER_ANNOTATION = "katib-progress.kubeflow.org/final-metrics"
 MARKER_VALUE = "written"
-MARKED = "collector_final_metrics_marked_total"
-WAITING = "collector_final_metrics_checks_total"  # label result=acknowledged|waiting|error
+MARKED = CounterSpec("collector_final_metrics_marked_total", "TrainJobs given the final-metrics marker")
+WAITING = CounterSpec(
+    "collector_final_metrics_checks_total", "checks of a completed TrainJob's stored rows", ("result",)
+)
+DEFAULT_POLL = BackoffSettings(initial_s=0.2, max_s=5.0)
 
 
 class StoredReader(Protocol):
@@ -81,7 +86,7 @@ class _Waiting:
     job: JobRef
     obj: Mapping[str, Any]
     next_check: float
-    delay: float
+    backoff: Backoff
 
 
 class FinalMetricsMarker:
@@ -92,18 +97,16 @@ class FinalMetricsMarker:
         *,
         events: EventRecorder | None = None,
         counters: Counters | None = None,
-        poll_initial_s: float = 0.2,
-        poll_max_s: float = 5.0,
+        poll: BackoffSettings = DEFAULT_POLL,
         clock: Callable[[], float] = time.monotonic,
         request_timeout_s: float = 10.0,
     ) -> None:
-        if not 0 < poll_initial_s <= poll_max_s:
-            raise ValueError(f"poll_initial_s: must be in (0, poll_max_s], got {poll_initial_s}")
         self._api = client.CustomObjectsApi(api_client)
         self._reader = reader
         self.counters = counters if counters is not None else Counters()
         self.events = events
-        self._initial, self._max = poll_initial_s, poll_max_s
+        self._poll = poll
+        self._rng = random.Random()
         self._clock = clock
         self._timeout = request_timeout_s
         self._lock = threading.Lock()
@@ -123,7 +126,7 @@ class FinalMetricsMarker:
                 return
             entry = self._waiting.get(job.key)
             if entry is None:
-                self._waiting[job.key] = _Waiting(job, obj, self._clock(), self._initial)
+                self._waiting[job.key] = _Waiting(job, obj, self._clock(), Backoff(self._poll, self._rng))
             else:
                 entry.obj = obj
                 entry.next_check = min(entry.next_check, self._clock())
@@ -138,19 +141,19 @@ class FinalMetricsMarker:
         with self._lock:
             due = [w for w in self._waiting.values() if w.next_check <= now]
         for entry in due:
+            hint = None
             try:
                 done = self._check(entry)
             except KatibProgressError as exc:
                 self.counters.inc(WAITING, result="error")
                 _log.warning("final metrics of trial %s not checked yet: %s", entry.job.trial, exc)
-                done = False
+                done, hint = False, retry_hint(exc)
             with self._lock:
                 if done:
                     if self._waiting.get(entry.job.key) is entry:
                         del self._waiting[entry.job.key]
                 else:
-                    entry.next_check = self._clock() + entry.delay
-                    entry.delay = min(self._max, entry.delay * 2)
+                    entry.next_check = self._clock() + entry.backoff.next_delay(hint)
         return self.waiting
 
     def _check(self, entry: _Waiting) -> bool:

@@ -30,6 +30,7 @@ Everything that is not forwarded is counted (``collector_pruning_points_total{re
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -39,7 +40,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.backoff import Backoff, BackoffSettings, retry_hint
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.experiments import ExperimentInfo
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.core.errors import KatibProgressError, PermanentError, TemporaryError
@@ -48,14 +50,20 @@ from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-POINTS = "collector_pruning_points_total"  # label result=decided|superseded|dropped_overflow|...
-DECISIONS = "collector_prune_decisions_total"  # label verdict=continue|prune
-ERRORS = "collector_pruning_errors_total"  # label kind=temporary|permanent|experiment|enforce
-BREAKER_OPENED = "collector_pruning_breaker_opened_total"
+POINTS = CounterSpec("collector_pruning_points_total", "progress points by what became of them", ("result",))
+DECISIONS = CounterSpec("collector_prune_decisions_total", "pruning decisions received", ("verdict",))
+ERRORS = CounterSpec(
+    "collector_pruning_errors_total", "failed pruning calls, Experiment reads and enforcements", ("kind",)
+)
+BREAKER_OPENED = CounterSpec(
+    "collector_pruning_breaker_opened_total", "times a pruning service's circuit breaker opened"
+)
 
 DEFAULT_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6788"  # Katib's early-stopping port
 SUGGESTION_TEMPLATE = "{experiment}-{algorithm}.{namespace}:6789"  # Katib's suggestion port
-FINALS = "collector_pruning_finals_total"  # label result=reported|failed
+FINALS = CounterSpec(
+    "collector_pruning_finals_total", "trial ends reported to the pruning services", ("result",)
+)
 _FINAL = "\x00final"
 
 
@@ -68,10 +76,11 @@ class ForwarderSettings(BaseModel):
     timeout_s: float = Field(default=2.0, gt=0, description="deadline of each Decide call")
     max_pending: int = Field(default=10_000, ge=1, description="jobs whose latest point waits")
     breaker_failures: int = Field(default=3, ge=1)
-    breaker_initial_s: float = Field(default=1.0, gt=0)
-    breaker_max_s: float = Field(default=60.0, gt=0)
+    breaker_backoff: BackoffSettings = Field(
+        default=BackoffSettings(initial_s=1.0, max_s=60.0), description="pause of an open breaker"
+    )
     enforce_attempts: int = Field(default=5, ge=1)
-    enforce_backoff_s: float = Field(default=0.5, gt=0)
+    enforce_backoff: BackoffSettings = Field(default=BackoffSettings(initial_s=0.5, max_s=8.0))
 
     def address(self, *, experiment: str, algorithm: str, namespace: str) -> str:
         return self.address_template.format(experiment=experiment, algorithm=algorithm, namespace=namespace)
@@ -127,6 +136,7 @@ class PruningForwarder:
         self._on_prune = on_prune
         self._factory = client_factory
         self._clock = clock
+        self._rng = random.Random()
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, tuple[JobRef, ProgressPoint | str]] = OrderedDict()
         self._busy: set[str] = set()
@@ -226,12 +236,14 @@ class PruningForwarder:
         breaker = self._breakers.setdefault(address, _Breaker())
         return breaker.failures < self.settings.breaker_failures or self._clock() >= breaker.open_until
 
-    def _failed(self, address: str) -> None:
+    def _failed(self, address: str, error: KatibProgressError) -> None:
         s = self.settings
         breaker = self._breakers.setdefault(address, _Breaker())
         breaker.failures += 1
         if breaker.failures >= s.breaker_failures:
-            breaker.pause = min(s.breaker_max_s, breaker.pause * 2 if breaker.pause else s.breaker_initial_s)
+            breaker.pause = s.breaker_backoff.delay(
+                breaker.failures - s.breaker_failures, self._rng, at_least=retry_hint(error)
+            )
             breaker.open_until = self._clock() + breaker.pause
             self.counters.inc(BREAKER_OPENED)
             _log.warning("pruning service %s failing; pausing calls for %.1fs", address, breaker.pause)
@@ -292,14 +304,14 @@ class PruningForwarder:
         except TemporaryError as exc:
             self.counters.inc(ERRORS, kind="temporary")
             with self._cond:
-                self._failed(route.address)
+                self._failed(route.address, exc)
             _log.info("pruning service %s: %s", route.address, exc)
             return None
         except PermanentError as exc:
             # e.g. UNIMPLEMENTED: not our image behind the address; back off like a failure
             self.counters.inc(ERRORS, kind="permanent")
             with self._cond:
-                self._failed(route.address)
+                self._failed(route.address, exc)
             _log.error("pruning service %s rejected trial %s: %s", route.address, job.trial, exc)
             return None
         with self._cond:
@@ -332,16 +344,15 @@ class PruningForwarder:
             self.counters.inc(FINALS, result="reported" if done else "failed")
 
     def _enforce(self, job: JobRef, decision: Decision, point: ProgressPoint) -> None:
-        delay = self.settings.enforce_backoff_s
+        backoff = Backoff(self.settings.enforce_backoff, self._rng)
         for attempt in range(1, self.settings.enforce_attempts + 1):
             try:
                 self._on_prune(job, decision, point)
             except TemporaryError as exc:
                 self.counters.inc(ERRORS, kind="enforce")
                 _log.warning("pruning trial %s (attempt %d): %s", job.trial, attempt, exc)
-                if self._stopping.wait(delay):
+                if self._stopping.wait(backoff.next_delay(exc.delay)):
                     return
-                delay *= 2
                 continue
             except PermanentError as exc:
                 self.counters.inc(ERRORS, kind="enforce")

@@ -76,7 +76,6 @@ class LeaderElector:
         self._leader = threading.Event()
         self._stopping = threading.Event()
         self.last_api_success = 0.0  # monotonic time of the last answered Lease call (readiness)
-        self.transitions = 0
         self._release_disabled = False
 
     @property
@@ -158,7 +157,6 @@ class LeaderElector:
         self.last_api_success = self._clock()
         self._observed, self._observed_at = new_spec, self._clock()
         if not ours:
-            self.transitions += 1
             _log.info(
                 "acquired Lease %s/%s (was %r)",
                 s.namespace,

@@ -1,74 +1,60 @@
 """``/metrics`` (Prometheus text format), ``/healthz`` and ``/readyz`` on one HTTP port.
 
-Counters (collector/counters.py) are exported as Prometheus counters named
-``katib_progress_<counter>`` (their ``_total`` suffix kept), labels as given. Gauges come from
-callables sampled at scrape time. ``/healthz``: 200 while ``healthy()`` (the work loop is not
-wedged); ``/readyz``: 200 while ``ready()`` (the API server answered recently) - true on a standby
-replica too, so both stay Service endpoints.
+``/metrics`` exports the process's counters (``Counters.registry``, collector/counters.py: declared
+``katib_progress_*_total`` counters with their label names) and gauges sampled at scrape time from
+callables (a gauge whose callable fails is left out of that scrape). ``/healthz``: 200 while
+``healthy()`` (the work loop is not wedged); ``/readyz``: 200 while ``ready()`` (the API server
+answered recently) - true on a standby replica too, so both stay Service endpoints.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import NAMESPACE, Counters
 
 _log = logging.getLogger(__name__)
 
-PREFIX = "katib_progress_"
-_LABEL = re.compile(r"[^a-zA-Z0-9_]")
+
+class _Registered(Collector):
+    """Everything registered in another registry (the counters')."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._registry.collect()
 
 
-def _split(key: str) -> tuple[str, dict[str, str]]:
-    if "{" not in key:
-        return key, {}
-    name, _, rest = key.partition("{")
-    labels = dict(part.split("=", 1) for part in rest.rstrip("}").split(",") if part)
-    return name, labels
+class _Gauges(Collector):
+    """Gauges sampled from callables at scrape time."""
 
-
-class _CountersCollector(Collector):
-    def __init__(self, counters: Counters, gauges: Mapping[str, Callable[[], float]]) -> None:
-        self._counters = counters
+    def __init__(self, gauges: Mapping[str, Callable[[], float]]) -> None:
         self._gauges = gauges
 
     def collect(self) -> Iterator[Metric]:
-        families: dict[str, CounterMetricFamily] = {}
-        grouped: dict[str, list[tuple[dict[str, str], int]]] = {}
-        for key, value in self._counters.snapshot().items():
-            name, labels = _split(key)
-            grouped.setdefault(name, []).append(({_LABEL.sub("_", k): v for k, v in labels.items()}, value))
-        for name, samples in sorted(grouped.items()):
-            names = sorted({k for labels, _ in samples for k in labels})
-            family = CounterMetricFamily(
-                PREFIX + _LABEL.sub("_", name), f"collector counter {name}", labels=names
-            )
-            for labels, value in samples:
-                family.add_metric([labels.get(k, "") for k in names], value)
-            families[name] = family
-        yield from families.values()
         for name, sample in sorted(self._gauges.items()):
             try:
                 level = float(sample())
             except (ValueError, TypeError, ArithmeticError, RuntimeError) as exc:
                 _log.debug("gauge %s unavailable: %s", name, exc)
                 continue
-            yield GaugeMetricFamily(PREFIX + name, f"collector gauge {name}", value=level)
+            yield GaugeMetricFamily(f"{NAMESPACE}_{name}", f"collector gauge {name}", value=level)
 
 
-def render(counters: Counters, gauges: Mapping[str, Callable[[], float]] | None = None) -> bytes:
-    """The Prometheus exposition text of ``counters`` and ``gauges``."""
+def metrics_registry(counters: Counters, gauges: Mapping[str, Callable[[], float]]) -> CollectorRegistry:
+    """What ``/metrics`` exports: ``counters`` and ``gauges``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_CountersCollector(counters, gauges or {}))
-    return generate_latest(registry)
+    registry.register(_Registered(counters.registry))
+    registry.register(_Gauges(gauges))
+    return registry
 
 
 class ObservabilityServer:
@@ -95,7 +81,7 @@ class ObservabilityServer:
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._send(200, render(owner.counters, owner.gauges), "text/plain; version=0.0.4")
+                    self._send(200, generate_latest(owner.registry), "text/plain; version=0.0.4")
                 elif path in ("/healthz", "/livez"):
                     ok = owner.healthy()
                     self._send(200 if ok else 503, b"ok\n" if ok else b"unhealthy\n")
@@ -114,6 +100,7 @@ class ObservabilityServer:
 
         self.counters = counters
         self.gauges = dict(gauges or {})
+        self.registry = metrics_registry(counters, self.gauges)
         self.healthy = healthy
         self.ready = ready
         self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)

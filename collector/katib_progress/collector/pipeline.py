@@ -13,10 +13,10 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec, HistogramSpec
 from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.rows import MetricRow, content_digest, recover_state, snapshot_rows
 from katib_progress.collector.sinks import ObservationSink
@@ -27,10 +27,16 @@ from katib_progress.core.types import ProgressPoint
 
 _log = logging.getLogger(__name__)
 
-SNAPSHOTS = "collector_snapshots_total"  # label outcome=<OutcomeKind>
-REJECTED = "collector_metrics_rejected_total"  # label reason=<RejectReason>
-ROWS = "collector_rows_written_total"
-RECOVERED = "collector_jobs_recovered_total"
+SNAPSHOTS = CounterSpec("collector_snapshots_total", "trainerStatus snapshots seen, by outcome", ("outcome",))
+REJECTED = CounterSpec("collector_metrics_rejected_total", "metrics not written, by reason", ("reason",))
+ROWS = CounterSpec("collector_rows_written_total", "observation rows handed to the sink")
+RECOVERED = CounterSpec("collector_jobs_recovered_total", "jobs resumed from what the sink already held")
+LAG = HistogramSpec(
+    "collector_snapshot_lag_seconds",
+    "seconds from a new snapshot's lastUpdatedTime (the trainer's clock, whole seconds) to its rows "
+    "being handed to the sink",
+    (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0),
+)
 LOG_EVERY_S = 10.0
 
 
@@ -209,6 +215,7 @@ class SnapshotProcessor:
         self, job: JobRef, parsed: ParsedSnapshot, step: Step, rows: list[MetricRow], elapsed: float | None
     ) -> ProcessOutcome:
         self.counters.inc(ROWS, len(rows))
+        self.counters.observe(LAG, max(0.0, (datetime.now(UTC) - parsed.last_updated).total_seconds()))
         for rejection in parsed.rejections:
             self.counters.inc(REJECTED, reason=rejection.reason.value)
         if parsed.rejections:

@@ -16,7 +16,6 @@ class MemorySink:
         self._lock = threading.Lock()
         self._rows: dict[str, list[MetricRow]] = {}
         self.fail_with: KatibProgressError | None = None
-        self.reports = 0
 
     def report(self, trial: str, rows: Sequence[MetricRow]) -> None:
         if not trial:
@@ -25,7 +24,6 @@ class MemorySink:
             if self.fail_with is not None:
                 raise self.fail_with
             self._rows.setdefault(trial, []).extend(rows)
-            self.reports += 1
 
     def latest(self, trial: str) -> list[MetricRow]:
         with self._lock:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.enforce import TRAINER, Enforcer, condition_true, describe
 from katib_progress.collector.events import ObjectRef
 from katib_progress.collector.kube._client import classify
@@ -36,7 +36,7 @@ from katib_progress.core.errors import ConfigError, KatibProgressError
 from katib_progress.core.pruning import Pruner, PruningSpec
 from katib_progress.core.status import StatusError, parse_trainer_status
 from katib_progress.core.timefmt import parse_rfc3339
-from katib_progress.core.types import ProgressPoint
+from katib_progress.core.types import Decision, ProgressPoint
 
 _log = logging.getLogger(__name__)
 
@@ -46,8 +46,10 @@ OBJECTIVE = PREFIX + "watchdog-objective"
 DIRECTION = PREFIX + "watchdog-direction"
 SETTINGS = PREFIX + "watchdog-settings"
 DEFAULT_SETTINGS = {"policy": "divergence,stall"}
-SUSPENDED = "collector_watchdog_suspended_total"
-SKIPPED = "collector_watchdog_skipped_total"  # label reason
+SUSPENDED = CounterSpec("collector_watchdog_suspended_total", "lone TrainJobs suspended by the watchdog")
+SKIPPED = CounterSpec(
+    "collector_watchdog_skipped_total", "watched TrainJobs the watchdog could not judge", ("reason",)
+)
 
 
 def parse_settings(text: str) -> dict[str, str]:
@@ -147,6 +149,7 @@ class Watchdog:
         return suspended
 
     def _check(self, uid: str, obj: Mapping[str, Any], annotations: Mapping[str, str]) -> bool:
+        """Feed the TrainJob's new snapshot (if any) to its engine; True when it was suspended."""
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if (
@@ -159,17 +162,31 @@ class Watchdog:
         state = self._jobs.get(uid)
         if state is None or state.spec != spec:
             state = self._jobs[uid] = _Job(spec, self._engine_factory(spec))
-        raw = (obj.get("status") or {}).get("trainerStatus")
-        if state.done or not isinstance(raw, Mapping):
+        point = None if state.done else self._new_point(state, obj)
+        if point is None:
             return False
+        decision = state.engine.decide(point)
+        if not decision.prune or not self._enforcer.suspend(JobRef(ns, name, uid, f"watchdog/{ns}", name)):
+            return False
+        state.done = True
+        self._suspended(ns, name, uid, decision)
+        return True
+
+    @staticmethod
+    def _new_point(state: _Job, obj: Mapping[str, Any]) -> ProgressPoint | None:
+        """The point of the TrainJob's trainerStatus when it is usable and new for ``state``."""
+        raw = (obj.get("status") or {}).get("trainerStatus")
+        if not isinstance(raw, Mapping):
+            return None
         try:
             parsed = parse_trainer_status(raw)
         except StatusError:
-            return False
+            return None
         marker = (parsed.last_updated, parsed.fingerprint)
         if marker == state.last:
-            return False
+            return None
         state.last, state.seq = marker, state.seq + 1
+        meta = obj.get("metadata") or {}
         created = meta.get("creationTimestamp")
         elapsed = None
         if created:
@@ -177,9 +194,9 @@ class Watchdog:
                 parsed.last_updated - parse_rfc3339(created, field="metadata.creationTimestamp")
             ).total_seconds()
             elapsed = delta if delta >= 0 else None
-        point = ProgressPoint(
-            experiment=f"watchdog/{ns}",
-            trial=name,
+        return ProgressPoint(
+            experiment=f"watchdog/{meta.get('namespace') or ''}",
+            trial=str(meta.get("name") or ""),
             seq=state.seq,
             timestamp=parsed.last_updated,
             progress=float(parsed.progress) if parsed.progress is not None else None,
@@ -187,13 +204,9 @@ class Watchdog:
             eta_s=float(parsed.eta_s) if parsed.eta_s is not None else None,
             metrics={**parsed.values, **parsed.non_finite},
         )
-        decision = state.engine.decide(point)
-        if not decision.prune:
-            return False
-        job = JobRef(ns, name, uid, f"watchdog/{ns}", name)
-        if not self._enforcer.suspend(job):
-            return False
-        state.done = True
+
+    def _suspended(self, ns: str, name: str, uid: str, decision: Decision) -> None:
+        """Count, record an Event and log a suspension."""
         self.counters.inc(SUSPENDED)
         note = f"watchdog: {describe(decision)}; TrainJob suspended (spec.suspend=true)"
         self._enforcer.events.record(
@@ -210,7 +223,6 @@ class Watchdog:
             note,
             extra={"event": "watchdog_suspended", "namespace": ns, "trainjob": name},
         )
-        return True
 
     def run(self) -> None:
         while not self._stopping.is_set():

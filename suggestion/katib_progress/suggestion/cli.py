@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
-from types import FrameType
 
 _log = logging.getLogger(__name__)
 _GRACE_S = 5.0
@@ -42,19 +39,6 @@ def serve_command(args: argparse.Namespace) -> int:
     from katib_progress.suggestion.server import create_server
 
     server = create_server(addresses, storage=args.storage, early_stopping=args.early_stopping)
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        _log.info("signal %d: shutting down", signum)
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    server.start()
-    try:
-        stopping.wait()
-    finally:
-        server.stop(_GRACE_S)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    server.serve_until_signalled(_GRACE_S)
     _log.info("suggestion service stopped")
     return 0

@@ -17,8 +17,11 @@ image; either may be Katib's stock one. So each of our images binds only its own
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from collections.abc import Sequence
 from concurrent import futures
+from types import FrameType
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -85,6 +88,23 @@ class SuggestionServer:
 
     def wait(self, timeout: float | None = None) -> bool:
         return bool(self._server.wait_for_termination(timeout))
+
+    def serve_until_signalled(self, grace: float) -> None:
+        """Start, serve until SIGTERM or SIGINT (main thread), stop within ``grace`` seconds."""
+        stopping = threading.Event()
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            _log.info("signal %d: shutting down", signum)
+            stopping.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self.start()
+        try:
+            stopping.wait()
+        finally:
+            self.stop(grace)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def create_server(

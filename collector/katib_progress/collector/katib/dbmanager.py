@@ -42,7 +42,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
-from katib_progress.collector.counters import Counters
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.katib.dbsettings import DBManagerSettings
 from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.rows import SEQ_METRIC, MetricRow, latest_rows
@@ -65,11 +65,13 @@ RETRYABLE = frozenset(
     }
 )
 IDEMPOTENT_KEY = "katib-progress-idempotent-writes"  # trailing metadata of the embedded store
-OVERFLOW = "dbmanager_buffer_overflow_total"
-DROPPED = "dbmanager_rows_dropped_total"
-RETRIES = "dbmanager_retries_total"
-DELIVERED = "dbmanager_rows_delivered_total"
-RECOVERED = "dbmanager_batches_found_committed_total"
+OVERFLOW = CounterSpec("dbmanager_buffer_overflow_total", "reports refused because the buffer was full")
+DROPPED = CounterSpec("dbmanager_rows_dropped_total", "rows the DB manager will never get", ("reason",))
+RETRIES = CounterSpec("dbmanager_retries_total", "ReportObservationLog attempts to retry", ("code",))
+DELIVERED = CounterSpec("dbmanager_rows_delivered_total", "rows stored by the DB manager")
+RECOVERED = CounterSpec(
+    "dbmanager_batches_found_committed_total", "ambiguous batches found stored when read back"
+)
 LOG_EVERY_S = 10.0
 
 __all__ = ["RETRYABLE", "DBManagerSettings", "DBManagerSink"]
@@ -131,6 +133,7 @@ class DBManagerSink:
         self._ready: OrderedDict[str, None] = OrderedDict()  # trials with rows, idle, not delayed
         self._delays: list[tuple[float, str]] = []  # heap of (retry time, trial)
         self._buffered = 0
+        self._rng = random.Random()
         self.idempotent = False  # learned from the server's trailing metadata
         self._closing = threading.Event()
         self._abandon = threading.Event()
@@ -184,9 +187,7 @@ class DBManagerSink:
                 trial,
                 held_back(held),
             )
-        raise TemporaryError(
-            f"DB manager buffer full ({self._buffered}/{limit} rows)", delay=self.settings.backoff_max_s
-        )
+        raise TemporaryError(f"DB manager buffer full ({self._buffered}/{limit} rows)")
 
     def latest(self, trial: str) -> list[MetricRow]:
         """Rows at the trial's greatest timestamp, stored or still queued here.
@@ -364,9 +365,7 @@ class DBManagerSink:
             return None
         self.counters.inc(RETRIES, code=code.name)
         s = self.settings
-        delay = min(s.backoff_max_s, s.backoff_initial_s * s.backoff_multiplier**batch.attempts)
-        delay = random.uniform(delay / 2, delay)
-        retry_at = time.monotonic() + delay
+        retry_at = time.monotonic() + s.backoff.delay(batch.attempts, self._rng)
         if not self.idempotent:  # the attempt may still commit until the server's lock wait ends
             retry_at = max(retry_at, started + s.lock_wait_s)
         with self._cond:

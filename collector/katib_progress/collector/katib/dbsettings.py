@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from katib_progress.collector.backoff import BackoffSettings
+
 
 class DBManagerSettings(BaseModel):
     """Tuning of the DB manager client."""
@@ -17,9 +19,9 @@ class DBManagerSettings(BaseModel):
     max_buffered_rows: int = Field(
         default=100_000, ge=1, description="rows held while the DB manager is down"
     )
-    backoff_initial_s: float = Field(default=0.1, gt=0)
-    backoff_max_s: float = Field(default=5.0, gt=0)
-    backoff_multiplier: float = Field(default=2.0, ge=1.0)
+    backoff: BackoffSettings = Field(
+        default=BackoffSettings(initial_s=0.1, max_s=5.0), description="between attempts of one batch"
+    )
     close_timeout_s: float = Field(
         default=10.0, ge=0, description="close() waits this long to deliver the rest"
     )

@@ -5,7 +5,6 @@ Kubernetes types and the ``kubernetes`` client are confined to this package.
 
 from __future__ import annotations
 
-from katib_progress.collector.kube._backoff import Backoff, BackoffSettings
 from katib_progress.collector.kube._client import call_or_none, classify, load_api_client
 from katib_progress.collector.kube._model import JobEvent, WatchSettings
 from katib_progress.collector.kube._owners import EXPERIMENT_LABEL, TrialRef, trial_owner
@@ -13,8 +12,6 @@ from katib_progress.collector.kube.watcher import TrainJobWatcher
 
 __all__ = [
     "EXPERIMENT_LABEL",
-    "Backoff",
-    "BackoffSettings",
     "JobEvent",
     "TrainJobWatcher",
     "TrialRef",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from katib_progress.collector.kube._backoff import BackoffSettings
+from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.kube._owners import TrialRef
 
 

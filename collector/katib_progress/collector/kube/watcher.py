@@ -27,8 +27,8 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
-from katib_progress.collector.counters import Counters
-from katib_progress.collector.kube._backoff import Backoff
+from katib_progress.collector.backoff import Backoff
+from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.kube._client import classify
 from katib_progress.collector.kube._model import Handler, JobEvent, Known, WatchSettings, slim
 from katib_progress.collector.kube._owners import TrialRef, TrialResolver, trial_owner
@@ -41,12 +41,12 @@ GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
 PLURAL = "trainjobs"
 
-LISTS = "watch_lists_total"
-WATCHES = "watch_connections_total"
-EVENTS = "watch_events_total"  # label type=ADDED|MODIFIED|DELETED|BOOKMARK
-EXPIRED = "watch_expired_total"
-ERRORS = "watch_errors_total"  # label kind=temporary|permanent|unexpected
-IGNORED = "watch_jobs_ignored_total"  # label reason=not_trial_owned|trial_unresolved
+LISTS = CounterSpec("watch_lists_total", "TrainJob lists", ("scope",))
+WATCHES = CounterSpec("watch_connections_total", "TrainJob watch connections", ("scope",))
+EVENTS = CounterSpec("watch_events_total", "TrainJob watch events", ("type",))
+EXPIRED = CounterSpec("watch_expired_total", "watches expired (410 Gone): re-lists", ("scope",))
+ERRORS = CounterSpec("watch_errors_total", "failed lists and watches", ("kind", "scope"))
+IGNORED = CounterSpec("watch_jobs_ignored_total", "TrainJobs not collected", ("reason",))
 
 
 class _Expired(Exception):

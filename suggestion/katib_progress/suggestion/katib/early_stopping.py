@@ -30,7 +30,6 @@ import numpy as np
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.core.errors import ConfigError
-from katib_progress.core.names import EARLY_STOPPING_ALGORITHM
 from katib_progress.suggestion.pruning._build import build_policy
 from katib_progress.suggestion.pruning._history import TrialState
 from katib_progress.suggestion.pruning.config import PruningConfig
@@ -41,9 +40,6 @@ _log = logging.getLogger(__name__)
 pb: Any = katib_api_pb2
 
 SERVICE_NAME = "api.v1.beta1.EarlyStopping"
-#: The algorithm name documented for katib-config's ``runtime.earlyStoppings`` (any name mapped to
-#: this image is accepted: Katib only calls the service deployed for the name it was configured with).
-ALGORITHM_NAME = EARLY_STOPPING_ALGORITHM
 
 #: ``(experiment, trial)`` -> None; raising fails the SetTrialStatus call (Katib's collector retries).
 TrialStopped = Callable[[str, str], None]

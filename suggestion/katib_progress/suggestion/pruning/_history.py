@@ -71,10 +71,6 @@ class TrialHistory:
         return self.values[0] if self.values else None
 
     @property
-    def last_value(self) -> float | None:
-        return self.values[-1] if self.values else None
-
-    @property
     def last_step(self) -> int | None:
         return max(self.grid) if self.grid else None
 

@@ -172,9 +172,6 @@ class PruningConfig(BaseModel):
         """Validate an Experiment's pruning spec; raises ConfigError naming the bad setting."""
         return cls.from_settings(spec.objective_metric, spec.direction, spec.settings)
 
-    def to_spec(self) -> PruningSpec:
-        return PruningSpec(self.objective_metric, self.direction, self.to_settings())
-
     def to_settings(self) -> dict[str, str]:
         """The settings map (strings) that :meth:`from_settings` turns back into this config."""
         out: dict[str, str] = {}
