@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
-KUSTOMIZATIONS = ("base", "katib", "default")
+KUSTOMIZATIONS = ("base", "default")
 #: kubernetes-validate ships schemas up to 1.37; 1.33 is the oldest release the examples target.
 K8S_VERSION = "1.33.0"
 NAMESPACE = "katib-progress"
