@@ -1,9 +1,6 @@
 """Whole Experiments through the Katib model with our real processes (issue 11, part 5):
 ``katib-progress collector run``, the suggestion/early-stopping images of the shipped katib-config
 and ``katib-progress db serve`` as Katib's DB manager.
-
-Tests marked xfail(strict) fail on today's code for the reason they name; they flip to passing
-(and then fail as XPASS until the mark is removed) when the fix lands.
 """
 
 from __future__ import annotations
@@ -20,21 +17,6 @@ from tests.katibmodel.conftest import ModelFactory
 from tests.katibmodel.harness import KatibModel
 from tests.katibmodel.scenarios import NS
 from tests.kubestandin.waiting import wait_until
-
-NO_OBSERVATION = (
-    "issue 11: the collector marks a pruned trial EarlyStopped without status.observation; Katib never "
-    "reads it (retain: false deletes the job first, retain: true leaves a suspended job that never "
-    "completes), so every prune costs a parallel slot for good (Katib #1377) and the Experiment stalls "
-    "after parallelTrialCount prunes"
-)
-BOTH_BIND_6788 = (
-    "issue 11: our suggestion image binds 6788 too; Katib's medianstop container (root) and ours "
-    "(uid 65532) cannot share it, so one of them crash-loops and the suggestion pod never becomes Ready"
-)
-NOTHING_ON_6788 = (
-    "issue 11: with a stock algorithm nothing listens on 6788 (our early-stopping image only idles), so "
-    "GetEarlyStoppingRules fails and aborts SyncAssignments: no trial is ever created"
-)
 
 
 def observation_matches_stored_rows(model: KatibModel, trial: dict[str, Any]) -> bool:
@@ -66,7 +48,6 @@ def run_experiment(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=NO_OBSERVATION)
 @pytest.mark.parametrize("retain", [False, True], ids=["retain-false", "retain-true"])
 def test_half_pruned_experiment_runs_to_max_trials(make_model: ModelFactory, retain: bool) -> None:
     """maxTrialCount 12, parallelTrialCount 3, two trials in three diverge and are pruned live."""
@@ -96,19 +77,9 @@ def test_half_pruned_experiment_runs_to_max_trials(make_model: ModelFactory, ret
 
 PAIRINGS = [
     pytest.param("kp-tpe", "katib-progress", id="kp-tpe+katib-progress"),
-    pytest.param(
-        "kp-tpe",
-        "medianstop",
-        id="kp-tpe+medianstop",
-        marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=BOTH_BIND_6788)],
-    ),
+    pytest.param("kp-tpe", "medianstop", id="kp-tpe+medianstop", marks=pytest.mark.slow),
     pytest.param("kp-tpe", None, id="kp-tpe+none", marks=pytest.mark.slow),
-    pytest.param(
-        "random",
-        "katib-progress",
-        id="random+katib-progress",
-        marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=NOTHING_ON_6788)],
-    ),
+    pytest.param("random", "katib-progress", id="random+katib-progress", marks=pytest.mark.slow),
     pytest.param("random", "medianstop", id="random+medianstop", marks=pytest.mark.slow),
     pytest.param("random", None, id="random+none", marks=pytest.mark.slow),
 ]
@@ -181,20 +152,8 @@ def test_pruned_trials_trainjob_is_suspended(make_model: ModelFactory) -> None:
     assert trial is not None and has_condition(trial, "EarlyStopped")
 
 
-NOT_VALIDATED = (
-    "issue 11: with a stock algorithm nothing listens on 6788, so ValidateEarlyStoppingSettings waits for "
-    "its deadline, which Katib counts as valid: invalid katib-progress settings never fail the Experiment"
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "algorithm",
-    [
-        pytest.param("kp-tpe"),
-        pytest.param("random", marks=pytest.mark.xfail(strict=True, reason=NOT_VALIDATED)),
-    ],
-)
+@pytest.mark.parametrize("algorithm", ["kp-tpe", "random"])
 def test_invalid_early_stopping_settings_fail_the_experiment(
     make_model: ModelFactory, algorithm: str
 ) -> None:
@@ -213,6 +172,13 @@ def test_invalid_early_stopping_settings_fail_the_experiment(
     suggestion = model.kube.get(SUGGESTIONS, NS, "bad")
     assert suggestion is not None
     failed = next(c for c in suggestion["status"]["conditions"] if c["type"] == "Failed")
-    assert failed["message"].startswith("Validation failed: ValidateEarlyStoppingSettings Error: ")
-    assert "policy" in failed["message"] and "bogus" in failed["message"]
+    # suggestionclient.go ValidateEarlyStoppingSettings wraps our INVALID_ARGUMENT details, which name
+    # the field, the setting and the value; suggestion_controller.go prefixes "Validation failed: "
+    message = failed["message"]
+    assert message.startswith(
+        "Validation failed: ValidateEarlyStoppingSettings Error: "
+        "earlyStopping.algorithmSettings policy: unknown policy bogus; allowed: default, "
+    ), message
+    assert message.endswith("(got 'bogus')"), message
+    assert failed["reason"] == "SuggestionFailed"
     assert not model.trial_list(NS, "bad")
