@@ -182,3 +182,64 @@ def test_invalid_early_stopping_settings_fail_the_experiment(
     assert message.endswith("(got 'bogus')"), message
     assert failed["reason"] == "SuggestionFailed"
     assert not model.trial_list(NS, "bad")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["kp-tpe", "random"])
+def test_stock_file_collector_early_stops_through_set_trial_status(
+    make_model: ModelFactory, algorithm: str
+) -> None:
+    """Stock ``StdOut`` collector + ``katib-progress`` early stopping, without our collector: Katib's
+    sidecar applies our static rules (threshold), reports the log, and calls SetTrialStatus on our
+    early-stopping process, which marks the Trial EarlyStopped the way medianstop does; Katib then
+    reads the observation of the completed job and the Experiment runs to maxTrialCount.
+
+    ``retain: true`` as in Katib's own early-stopping examples (examples/v1beta1/early-stopping): with
+    ``retain: false`` the next trial reconcile deletes the job of an EarlyStopped Trial before it reads
+    the observation (trial_controller.go ``reconcileJob``), whichever early-stopping service marked it
+    (Katib #1377); our collector avoids that for its own prunes by writing the observation itself."""
+    name = "stdout"
+    experiment = scenarios.experiment(
+        name,
+        algorithm=algorithm,
+        settings={"policy": "threshold", "threshold_upper": "1.2", "start_step": "2"},
+        max_trials=4,
+        parallel=2,
+        retain=True,
+        success_condition=scenarios.STOCK_SUCCESS,
+    )
+    experiment["spec"]["metricsCollectorSpec"] = {"collector": {"kind": "StdOut"}}
+    # even trials converge (best loss <= 1.0), odd ones diverge from 1.5 (best loss 1.5 > 1.2)
+    script = scenarios.every(2, lambda: scenarios.diverging(6, start=1.5), lambda: scenarios.converging(6))
+    model = make_model(script, train_interval_s=0.2)
+    model.submit(experiment)
+    exp = model.wait_finished(NS, name, timeout=150)
+    last = exp["status"]["conditions"][-1]
+    assert (last["type"], last["reason"]) == ("Succeeded", "ExperimentMaxTrialsReached"), model.describe(
+        NS, name
+    )
+    trials = model.trial_list(NS, name)
+    assert len(trials) == 4
+    stopped = {t["metadata"]["name"] for t in trials if has_condition(t, "EarlyStopped")}
+    diverged = {
+        t["metadata"]["name"] for t in trials if model.rows(t["metadata"]["name"], "loss")[0][1] == "1.5000"
+    }
+    assert stopped == diverged and len(stopped) == 2, (stopped, diverged)
+    assert exp["status"]["trialsEarlyStopped"] == 2 and exp["status"]["trialsSucceeded"] == 2
+    endpoint = f"{name}-{algorithm}.{NS}:6788"
+    assert sorted(model.file_collector.set_trial_status_calls) == sorted((endpoint, t) for t in stopped)
+    for trial in trials:
+        assert rules.is_observation_available(trial), trial["metadata"]["name"]
+        assert observation_matches_stored_rows(model, trial), trial["status"].get("observation")
+        if trial["metadata"]["name"] in stopped:
+            condition = next(c for c in trial["status"]["conditions"] if c["type"] == "EarlyStopped")
+            # written by our early-stopping process's SetTrialStatus (no collector of ours runs here)
+            assert (condition["status"], condition["reason"], condition["message"]) == (
+                "True",
+                "TrialEarlyStopped",
+                "Trial is early stopped",
+            )
+            # two points printed, then the training was terminated
+            assert len(model.rows(trial["metadata"]["name"], "loss")) == 2
+        else:
+            assert has_condition(trial, "Succeeded")
