@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from katib_progress import bench_cli, earlystopping_cli
+from katib_progress import bench_cli, earlystopping_cli, katib_config
 from katib_progress.collector import cli as collector_cli
 from katib_progress.core import logs
 from katib_progress.core.pruning import PruningBackend
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     local_cli.register(sub)  # sweep
     bench_cli.register(sub)  # bench pruning
     report_cli.register(sub)  # report, watch, status
+    katib_config.register(sub)  # katib-config merge, remove
     return parser
 
 

@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
-KUSTOMIZATIONS = ("base", "katib", "default")
+KUSTOMIZATIONS = ("base", "default", "kubeflow-platform")
 #: kubernetes-validate ships schemas up to 1.37; 1.33 is the oldest release the examples target.
 K8S_VERSION = "1.33.0"
 NAMESPACE = "katib-progress"
@@ -153,6 +153,27 @@ def test_leases_only_in_own_namespace_and_only_by_name() -> None:
             assert rule["resourceNames"] == [lease]
         else:
             assert rule["verbs"] == ["create"]  # cannot be limited by name
+
+
+def test_kubeflow_platform_policy_admits_only_the_collector_to_the_db_manager() -> None:
+    """kubeflow/manifests' NetworkPolicy katib-db-manager admits profile namespaces and kubeflow only;
+    ours adds the collector pods of our namespace on the DB manager's port, nothing else."""
+    (policy,) = _build("kubeflow-platform")
+    assert (policy["kind"], policy["metadata"]["namespace"]) == ("NetworkPolicy", "kubeflow")
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"katib.kubeflow.org/component": "db-manager"}}
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6789}]
+    (peer,) = rule["from"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+    assert peer["podSelector"] == {"matchLabels": POD_LABELS}
+    deployment = _one(_build("default"), "Deployment", "katib-progress-collector")
+    assert POD_LABELS.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+    assert "katib-db-manager.kubeflow:6789" in " ".join(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
 
 
 def test_only_these_roles_exist_and_bind_the_collector() -> None:

@@ -200,6 +200,8 @@ class ExperimentController(Controller):
             self.kube.create(SUGGESTIONS, namespace, self.desired_suggestion(experiment, requests))
             return []
         if has_condition(suggestion, "Failed"):
+            # experiment_controller.go ReconcileSuggestions: a fixed message; the reason why (e.g. the
+            # validation error) stays in the Suggestion's Failed condition
             expstatus.mark_ended(experiment, "Failed", expstatus.FAILED_REASON, "Suggestion has failed")
             return []
         names = {t["metadata"]["name"] for t in trials}

@@ -27,6 +27,7 @@ from tests.katibmodel._proc import die_with_parent
 from tests.katibmodel.experiment import ExperimentController
 from tests.katibmodel.expstatus import is_completed
 from tests.katibmodel.kubelet import Kubelet
+from tests.katibmodel.metricscollector import FileMetricsCollector
 from tests.katibmodel.network import ClusterDNS
 from tests.katibmodel.suggestion import SuggestionController
 from tests.katibmodel.suggestionclient import Client
@@ -149,7 +150,13 @@ class KatibModel:
             self.kube, self.timing, self.dns, workdir, {"KUBECONFIG": str(self.kubeconfig)}
         )
         reporter: Reporter | None = self.report_metrics if push_to_db else None
-        self.trainer = TrainerController(self.kube, self.timing, script, train_interval_s, reporter)
+        # Katib's file metrics collector in every trial pod whose Trial asks for StdOut/File
+        self.file_collector = FileMetricsCollector(
+            self.kube, self.dns.resolve, self.db_address, self.timing.grpc_timeout_s
+        )
+        self.trainer = TrainerController(
+            self.kube, self.timing, script, train_interval_s, reporter, self.file_collector
+        )
         self.collectors: list[Process] = []
 
     @property

@@ -22,7 +22,7 @@ CONFIGMAP = "katib-config"
 CONFIG_KEY = "katib-config.yaml"
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The katib-config we ship (manifests/katib): what the model runs against by default.
+#: `katib-progress katib-config merge` of Katib's standalone config (manifests/katib): the model's default.
 SHIPPED = ROOT / "manifests" / "katib" / "katib-config.yaml"
 
 

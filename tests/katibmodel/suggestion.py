@@ -142,6 +142,10 @@ class SuggestionController(Controller):
         }
         trials = self.kube.list(TRIALS, labels=labels)
         if not has_condition(suggestion, "Running"):
+            # suggestion_controller.go ReconcileSuggestion: ValidateAlgorithmSettings, then
+            # ValidateEarlyStoppingSettings when spec.earlyStopping is set (the Experiment webhook only
+            # checked the early-stopping name); an error marks the Suggestion Failed with
+            # "Validation failed: %v" and returns nil: terminal, no Event, no retry
             try:
                 self.client.validate_algorithm(suggestion, experiment)
                 if suggestion["spec"].get("earlyStopping") is not None:

@@ -1,9 +1,6 @@
 """Whole Experiments through the Katib model with our real processes (issue 11, part 5):
 ``katib-progress collector run``, the suggestion/early-stopping images of the shipped katib-config
 and ``katib-progress db serve`` as Katib's DB manager.
-
-Tests marked xfail(strict) fail on today's code for the reason they name; they flip to passing
-(and then fail as XPASS until the mark is removed) when the fix lands.
 """
 
 from __future__ import annotations
@@ -20,21 +17,6 @@ from tests.katibmodel.conftest import ModelFactory
 from tests.katibmodel.harness import KatibModel
 from tests.katibmodel.scenarios import NS
 from tests.kubestandin.waiting import wait_until
-
-NO_OBSERVATION = (
-    "issue 11: the collector marks a pruned trial EarlyStopped without status.observation; Katib never "
-    "reads it (retain: false deletes the job first, retain: true leaves a suspended job that never "
-    "completes), so every prune costs a parallel slot for good (Katib #1377) and the Experiment stalls "
-    "after parallelTrialCount prunes"
-)
-BOTH_BIND_6788 = (
-    "issue 11: our suggestion image binds 6788 too; Katib's medianstop container (root) and ours "
-    "(uid 65532) cannot share it, so one of them crash-loops and the suggestion pod never becomes Ready"
-)
-NOTHING_ON_6788 = (
-    "issue 11: with a stock algorithm nothing listens on 6788 (our early-stopping image only idles), so "
-    "GetEarlyStoppingRules fails and aborts SyncAssignments: no trial is ever created"
-)
 
 
 def observation_matches_stored_rows(model: KatibModel, trial: dict[str, Any]) -> bool:
@@ -66,7 +48,6 @@ def run_experiment(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=NO_OBSERVATION)
 @pytest.mark.parametrize("retain", [False, True], ids=["retain-false", "retain-true"])
 def test_half_pruned_experiment_runs_to_max_trials(make_model: ModelFactory, retain: bool) -> None:
     """maxTrialCount 12, parallelTrialCount 3, two trials in three diverge and are pruned live."""
@@ -96,19 +77,9 @@ def test_half_pruned_experiment_runs_to_max_trials(make_model: ModelFactory, ret
 
 PAIRINGS = [
     pytest.param("kp-tpe", "katib-progress", id="kp-tpe+katib-progress"),
-    pytest.param(
-        "kp-tpe",
-        "medianstop",
-        id="kp-tpe+medianstop",
-        marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=BOTH_BIND_6788)],
-    ),
+    pytest.param("kp-tpe", "medianstop", id="kp-tpe+medianstop", marks=pytest.mark.slow),
     pytest.param("kp-tpe", None, id="kp-tpe+none", marks=pytest.mark.slow),
-    pytest.param(
-        "random",
-        "katib-progress",
-        id="random+katib-progress",
-        marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=NOTHING_ON_6788)],
-    ),
+    pytest.param("random", "katib-progress", id="random+katib-progress", marks=pytest.mark.slow),
     pytest.param("random", "medianstop", id="random+medianstop", marks=pytest.mark.slow),
     pytest.param("random", None, id="random+none", marks=pytest.mark.slow),
 ]
@@ -181,20 +152,8 @@ def test_pruned_trials_trainjob_is_suspended(make_model: ModelFactory) -> None:
     assert trial is not None and has_condition(trial, "EarlyStopped")
 
 
-NOT_VALIDATED = (
-    "issue 11: with a stock algorithm nothing listens on 6788, so ValidateEarlyStoppingSettings waits for "
-    "its deadline, which Katib counts as valid: invalid katib-progress settings never fail the Experiment"
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "algorithm",
-    [
-        pytest.param("kp-tpe"),
-        pytest.param("random", marks=pytest.mark.xfail(strict=True, reason=NOT_VALIDATED)),
-    ],
-)
+@pytest.mark.parametrize("algorithm", ["kp-tpe", "random"])
 def test_invalid_early_stopping_settings_fail_the_experiment(
     make_model: ModelFactory, algorithm: str
 ) -> None:
@@ -213,6 +172,74 @@ def test_invalid_early_stopping_settings_fail_the_experiment(
     suggestion = model.kube.get(SUGGESTIONS, NS, "bad")
     assert suggestion is not None
     failed = next(c for c in suggestion["status"]["conditions"] if c["type"] == "Failed")
-    assert failed["message"].startswith("Validation failed: ValidateEarlyStoppingSettings Error: ")
-    assert "policy" in failed["message"] and "bogus" in failed["message"]
+    # suggestionclient.go ValidateEarlyStoppingSettings wraps our INVALID_ARGUMENT details, which name
+    # the field, the setting and the value; suggestion_controller.go prefixes "Validation failed: "
+    message = failed["message"]
+    assert message.startswith(
+        "Validation failed: ValidateEarlyStoppingSettings Error: "
+        "earlyStopping.algorithmSettings policy: unknown policy bogus; allowed: default, "
+    ), message
+    assert message.endswith("(got 'bogus')"), message
+    assert failed["reason"] == "SuggestionFailed"
     assert not model.trial_list(NS, "bad")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["kp-tpe", "random"])
+def test_stock_file_collector_early_stops_through_set_trial_status(
+    make_model: ModelFactory, algorithm: str
+) -> None:
+    """Stock ``StdOut`` collector + ``katib-progress`` early stopping, without our collector: Katib's
+    sidecar applies our static rules (threshold), reports the log, and calls SetTrialStatus on our
+    early-stopping process, which marks the Trial EarlyStopped the way medianstop does; Katib then
+    reads the observation of the completed job and the Experiment runs to maxTrialCount.
+
+    ``retain: true`` as in Katib's own early-stopping examples (examples/v1beta1/early-stopping): with
+    ``retain: false`` the next trial reconcile deletes the job of an EarlyStopped Trial before it reads
+    the observation (trial_controller.go ``reconcileJob``), whichever early-stopping service marked it
+    (Katib #1377); our collector avoids that for its own prunes by writing the observation itself."""
+    name = "stdout"
+    experiment = scenarios.experiment(
+        name,
+        algorithm=algorithm,
+        settings={"policy": "threshold", "threshold_upper": "1.2", "start_step": "2"},
+        max_trials=4,
+        parallel=2,
+        retain=True,
+        success_condition=scenarios.STOCK_SUCCESS,
+    )
+    experiment["spec"]["metricsCollectorSpec"] = {"collector": {"kind": "StdOut"}}
+    # even trials converge (best loss <= 1.0), odd ones diverge from 1.5 (best loss 1.5 > 1.2)
+    script = scenarios.every(2, lambda: scenarios.diverging(6, start=1.5), lambda: scenarios.converging(6))
+    model = make_model(script, train_interval_s=0.2)
+    model.submit(experiment)
+    exp = model.wait_finished(NS, name, timeout=150)
+    last = exp["status"]["conditions"][-1]
+    assert (last["type"], last["reason"]) == ("Succeeded", "ExperimentMaxTrialsReached"), model.describe(
+        NS, name
+    )
+    trials = model.trial_list(NS, name)
+    assert len(trials) == 4
+    stopped = {t["metadata"]["name"] for t in trials if has_condition(t, "EarlyStopped")}
+    diverged = {
+        t["metadata"]["name"] for t in trials if model.rows(t["metadata"]["name"], "loss")[0][1] == "1.5000"
+    }
+    assert stopped == diverged and len(stopped) == 2, (stopped, diverged)
+    assert exp["status"]["trialsEarlyStopped"] == 2 and exp["status"]["trialsSucceeded"] == 2
+    endpoint = f"{name}-{algorithm}.{NS}:6788"
+    assert sorted(model.file_collector.set_trial_status_calls) == sorted((endpoint, t) for t in stopped)
+    for trial in trials:
+        assert rules.is_observation_available(trial), trial["metadata"]["name"]
+        assert observation_matches_stored_rows(model, trial), trial["status"].get("observation")
+        if trial["metadata"]["name"] in stopped:
+            condition = next(c for c in trial["status"]["conditions"] if c["type"] == "EarlyStopped")
+            # written by our early-stopping process's SetTrialStatus (no collector of ours runs here)
+            assert (condition["status"], condition["reason"], condition["message"]) == (
+                "True",
+                "TrialEarlyStopped",
+                "Trial is early stopped",
+            )
+            # two points printed, then the training was terminated
+            assert len(model.rows(trial["metadata"]["name"], "loss")) == 2
+        else:
+            assert has_condition(trial, "Succeeded")

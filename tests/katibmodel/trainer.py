@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -54,6 +54,19 @@ Script = Callable[[int, Mapping[str, str]], Curve]
 #: called with (TrainJob key, point) after each posted point: what training code that also pushes
 #: to Katib itself (kubeflow-katib's report_metrics) would do
 Reporter = Callable[[tuple[str, str], "Point"], None]
+
+
+class Sidecar(Protocol):
+    """A container next to the training process that reads what it prints (Katib's file metrics
+    collector, tests/katibmodel/metricscollector.py)."""
+
+    def point(self, key: tuple[str, str], point: Point) -> bool:
+        """True: the sidecar terminated the training process (early stopped)."""
+        ...
+
+    def end(self, key: tuple[str, str]) -> None:
+        """The training process ended by itself."""
+        ...
 
 
 def hyperparameters(job: Mapping[str, Any]) -> dict[str, str]:
@@ -87,10 +100,11 @@ class Run(threading.Thread):
         interval_s: float,
         done: Callable[[Run, bool], None],
         reporter: Reporter | None = None,
+        sidecar: Sidecar | None = None,
     ) -> None:
         super().__init__(name=f"train-{key[1]}", daemon=True)
         self.kube, self.key, self.curve, self.interval_s, self.done = kube, key, curve, interval_s, done
-        self.reporter = reporter
+        self.reporter, self.sidecar = reporter, sidecar
         self.stopped = threading.Event()
         self.posted = 0
 
@@ -103,7 +117,14 @@ class Run(threading.Thread):
             self.posted += 1
             if self.reporter is not None:
                 self.reporter(self.key, point)
+            if self.sidecar is not None and self.sidecar.point(self.key, point):
+                # Katib's command wrapper exits 0 for a training process its collector early-stopped
+                # (pkg/webhook/v1beta1/pod/utils.go wrapWorkerContainer): the pod, so the job, succeeds
+                self.done(self, True)
+                return
         if not self.stopped.wait(self.interval_s):
+            if self.sidecar is not None:
+                self.sidecar.end(self.key)
             self.done(self, not self.curve.fails)
 
     def _post(self, point: Point) -> bool:
@@ -160,10 +181,11 @@ class TrainerController(Controller):
         script: Script,
         interval_s: float = 0.2,
         reporter: Reporter | None = None,
+        sidecar: Sidecar | None = None,
     ) -> None:
         super().__init__(kube, timing)
         self.script = script
-        self.reporter = reporter
+        self.reporter, self.sidecar = reporter, sidecar
         self.interval_s = interval_s
         self.jobsets: dict[Key, JobSet] = {}
         self.started: list[Key] = []  # TrainJobs in the order their pods first started
@@ -195,7 +217,9 @@ class TrainerController(Controller):
                     self.started.append(key)
                 js.index = self.started.index(key)
                 curve = self.script(js.index, hyperparameters(job))
-                js.run = Run(self.kube, key, curve, self.interval_s, self._finished, self.reporter)
+                js.run = Run(
+                    self.kube, key, curve, self.interval_s, self._finished, self.reporter, self.sidecar
+                )
                 js.run.start()
             return js
 
