@@ -36,7 +36,7 @@ def check_experiment(spec: ExperimentSpec) -> CheckedExperiment:
     except InvalidExperimentError as exc:
         problems.extend(exc.problems)
     try:
-        space = build_space(spec.params)
+        space = build_space(spec.params, grid=spec.algorithm == "grid")
     except InvalidExperimentError as exc:
         problems.extend(exc.problems)
     grid: GridPlan | None = None

@@ -23,8 +23,8 @@ def _grid_values(param: Param) -> tuple[list[Any], str | None]:
     if isinstance(dist, CategoricalDistribution):
         return list(dist.choices), None
     if isinstance(dist, IntDistribution):
-        if dist.log:
-            return list(range(dist.low, dist.high + 1)), None
+        # internal/search_space.py convert_to_combinations: range(min, max + 1, step), step 1 if unset
+        # (the space is built linear for grid, logUniform or not: _space._check)
         return list(range(dist.low, dist.high + 1, dist.step)), None
     assert isinstance(dist, FloatDistribution)
     if dist.step is None:

@@ -33,7 +33,7 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
         if isinstance(settings, TPESettings):
             return optuna.samplers.TPESampler(
                 n_startup_trials=settings.n_startup_trials,
-                n_ei_candidates=settings.n_ei_candidates,
+                n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
                 multivariate=algorithm == "multivariate-tpe",
                 constant_liar=True,

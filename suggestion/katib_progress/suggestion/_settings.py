@@ -8,6 +8,7 @@ Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces them.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.core.names import ALGORITHM_PREFIX
 from katib_progress.suggestion._domain import InvalidExperimentError
+
+_log = logging.getLogger(__name__)
 
 _SEED_MAX = 2**32 - 1
 Seed = Annotated[int, Field(ge=0, le=_SEED_MAX)]
@@ -35,7 +38,13 @@ class TPESettings(_Settings):
     """``tpe`` and ``multivariate-tpe``: Optuna's TPESampler (constant liar on, as in Katib)."""
 
     n_startup_trials: Annotated[int, Field(ge=0)] = 10
-    n_ei_candidates: Annotated[int, Field(ge=1)] = 24
+    #: Katib accepts 0 (optuna/service.py ``_validate_tpe_setting``: ">= 0"); Optuna then fails every
+    #: ask after the startup trials, so 0 samples with one candidate (``effective_ei_candidates``).
+    n_ei_candidates: Annotated[int, Field(ge=0)] = 24
+
+    @property
+    def effective_ei_candidates(self) -> int:
+        return max(1, self.n_ei_candidates)
 
 
 class CmaEsSettings(_Settings):
@@ -133,4 +142,10 @@ def parse_settings(algorithm: str, settings: Iterable[tuple[str, str]]) -> _Sett
         )
     if problems or parsed is None:
         raise InvalidExperimentError(problems)
+    if isinstance(parsed, TPESettings) and parsed.n_ei_candidates == 0:
+        _log.warning(
+            "algorithmSettings.n_ei_candidates=0: Katib's Optuna service accepts it and then fails every "
+            "GetSuggestions once n_startup_trials trials exist (Optuna: 'The size of `samples` must be "
+            "positive'); served with 1 candidate (a sample from the good trials' density)"
+        )
     return parsed
