@@ -63,6 +63,7 @@ def experiment(
     metric: str = "loss",
     max_trials: int = 30,
     parallel: int = 3,
+    early_stopping: str = "",
 ) -> Any:
     return pb.Experiment(
         name=name,
@@ -79,6 +80,7 @@ def experiment(
             ),
             max_trial_count=max_trials,
             parallel_trial_count=parallel,
+            early_stopping=pb.EarlyStoppingSpec(algorithm_name=early_stopping),
         ),
     )
 

@@ -69,9 +69,9 @@ def test_every_problem_is_listed_with_setting_value_and_allowed(start_server) ->
 
 def test_unknown_algorithm_names_the_allowed_ones(start_server) -> None:
     server = start_server()
-    details = _reject(server.bound_addresses[0], experiment(algorithm="hyperband"))
-    assert "algorithm.algorithmName='hyperband': unknown algorithm" in details
-    for name in ("tpe", "multivariate-tpe", "cmaes", "random", "grid", "gp", "qmc"):
+    details = _reject(server.bound_addresses[0], experiment(algorithm="nosuch"))
+    assert "algorithm.algorithmName='nosuch': unknown algorithm" in details
+    for name in ("tpe", "multivariate-tpe", "cmaes", "random", "grid", "gp", "qmc", "sobol", "hyperband"):
         assert name in details
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from katib_progress.core.names import EARLY_STOPPING_ALGORITHM
 from katib_progress.suggestion._domain import ExperimentSpec, InvalidExperimentError, ParamType
 from katib_progress.suggestion._grid import GRID_MAX_COMBINATIONS, GridPlan, grid_size, grid_values
 from katib_progress.suggestion._names import default_seed
-from katib_progress.suggestion._settings import AlgorithmSettings, parse_settings
-from katib_progress.suggestion._space import Space, build_space
+from katib_progress.suggestion._settings import AlgorithmSettings, HyperbandSettings, parse_settings
+from katib_progress.suggestion._space import Param, Space, build_space
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +54,44 @@ def check_experiment(spec: ExperimentSpec) -> CheckedExperiment:
         if spec.algorithm == "grid":
             grid, grid_problems = _grid(spec, space, seed)
             problems.extend(grid_problems)
+        if isinstance(settings, HyperbandSettings):
+            problems.extend(_hyperband(spec, settings, space))
     if problems or settings is None or space is None:
         raise InvalidExperimentError(problems)
     return CheckedExperiment(spec, settings, space, seed, grid)
+
+
+def _hyperband(spec: ExperimentSpec, settings: HyperbandSettings, space: Space) -> list[str]:
+    problems = []
+    param = space.by_name().get(settings.resource_name)
+    where = f"algorithmSettings.resource_name={settings.resource_name!r}"
+    # hyperband/service.py ValidateAlgorithmSettings: "value of resource_name setting must be in parameters"
+    if param is None:
+        problems.append(f"{where}: not a parameter of the experiment")
+    elif param.spec.type not in (ParamType.DOUBLE, ParamType.INT):
+        problems.append(f"{where}: must be a double or int parameter (every trial gets r_l of it)")
+    else:
+        try:
+            param.parse(resource_value(param, settings.r_l))
+        except ValueError:
+            problems.append(
+                f"algorithmSettings.r_l={settings.r_l!r}: outside parameter {param.name!r} "
+                f"(min {param.spec.min}, max {param.spec.max}); every trial is given r_l"
+            )
+    if spec.early_stopping != EARLY_STOPPING_ALGORITHM:
+        problems.append(
+            f"algorithm.algorithmName='hyperband': served as random sampling + the hyperband pruning "
+            f"policy of our early stopping, so spec.earlyStopping.algorithmName must be "
+            f"{EARLY_STOPPING_ALGORITHM!r} (got {spec.early_stopping!r}); without it nothing is pruned"
+        )
+    return problems
+
+
+def resource_value(param: Param, r_l: float) -> str:
+    """The resource parameter's value for every ``hyperband`` trial: the full budget ``r_l``."""
+    if param.spec.type is ParamType.INT:
+        return str(int(r_l))
+    return repr(float(r_l))
 
 
 def _grid(spec: ExperimentSpec, space: Space, seed: int) -> tuple[GridPlan | None, list[str]]:

@@ -17,6 +17,7 @@ from optuna.samplers import BaseSampler
 
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
+    BayesianOptimizationSettings,
     CmaEsSettings,
     GPSettings,
     QMCSettings,
@@ -49,7 +50,11 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
                 deterministic_objective=settings.deterministic_objective,
                 warn_independent_sampling=False,
             )
-    # random, and the base sampler under grid and qmc (whose params are fixed before asking)
+        if isinstance(settings, BayesianOptimizationSettings):
+            return optuna.samplers.GPSampler(
+                seed=seed, n_startup_trials=settings.n_initial_points, warn_independent_sampling=False
+            )
+    # random, hyperband, and the base sampler under grid and qmc (whose params are fixed before asking)
     return optuna.samplers.RandomSampler(seed=seed)
 
 

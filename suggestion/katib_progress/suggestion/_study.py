@@ -19,7 +19,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
 
-from katib_progress.suggestion._checks import CheckedExperiment
+from katib_progress.suggestion._checks import CheckedExperiment, resource_value
 from katib_progress.suggestion._domain import (
     Direction,
     ExperimentSpec,
@@ -30,7 +30,7 @@ from katib_progress.suggestion._domain import (
 )
 from katib_progress.suggestion._names import NameIndex, derive_seed
 from katib_progress.suggestion._samplers import make_sampler, qmc_point
-from katib_progress.suggestion._settings import QMCSettings
+from katib_progress.suggestion._settings import HyperbandSettings, QMCSettings
 
 _log = logging.getLogger(__name__)
 
@@ -293,6 +293,9 @@ class ExperimentStudy:
             fixed = checked.grid.pick(self.study.get_trials(deepcopy=False))
         elif isinstance(checked.settings, QMCSettings):
             fixed = qmc_point(checked.space, checked.settings, checked.seed, index)
+        elif isinstance(checked.settings, HyperbandSettings):
+            param = checked.space.by_name()[checked.settings.resource_name]
+            fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
         if fixed is not None:
             self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
         self.study.sampler = make_sampler(checked.spec.algorithm, checked.settings, seed)
