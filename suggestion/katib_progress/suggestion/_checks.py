@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from katib_progress.core.names import EARLY_STOPPING_ALGORITHM
 from katib_progress.suggestion._domain import ExperimentSpec, InvalidExperimentError, ParamType
-from katib_progress.suggestion._grid import GRID_MAX_COMBINATIONS, GridPlan, grid_size, grid_values
+from katib_progress.suggestion._grid import GridPlan, grid_size, grid_values
 from katib_progress.suggestion._names import default_seed
 from katib_progress.suggestion._settings import AlgorithmSettings, HyperbandSettings, parse_settings
 from katib_progress.suggestion._space import Param, Space, build_space
@@ -21,8 +21,12 @@ class CheckedExperiment:
     grid: GridPlan | None = None
 
 
-def check_experiment(spec: ExperimentSpec) -> CheckedExperiment:
-    """Validate ``spec``; raise ``InvalidExperimentError`` listing every problem found."""
+def check_experiment(spec: ExperimentSpec, *, creating: bool = True) -> CheckedExperiment:
+    """Validate ``spec``; raise ``InvalidExperimentError`` listing every problem found.
+
+    ``creating``: ValidateAlgorithmSettings (Katib calls it when the Experiment is created); False on
+    GetSuggestions, where what a user may edit on a running Experiment (``maxTrialCount``) is not checked.
+    """
     problems: list[str] = []
     settings: AlgorithmSettings | None = None
     space: Space | None = None
@@ -52,7 +56,7 @@ def check_experiment(spec: ExperimentSpec) -> CheckedExperiment:
                 f"double or int parameters, the experiment has {numeric}"
             )
         if spec.algorithm == "grid":
-            grid, grid_problems = _grid(spec, space, seed)
+            grid, grid_problems = _grid(spec, space, seed, creating)
             problems.extend(grid_problems)
         if isinstance(settings, HyperbandSettings):
             problems.extend(_hyperband(spec, settings, space))
@@ -94,18 +98,17 @@ def resource_value(param: Param, r_l: float) -> str:
     return repr(float(r_l))
 
 
-def _grid(spec: ExperimentSpec, space: Space, seed: int) -> tuple[GridPlan | None, list[str]]:
+def _grid(spec: ExperimentSpec, space: Space, seed: int, creating: bool) -> tuple[GridPlan | None, list[str]]:
     try:
         values = grid_values(space)
     except InvalidExperimentError as exc:
         return None, list(exc.problems)
     size = grid_size(values)
     problems = []
-    if size > GRID_MAX_COMBINATIONS:
-        problems.append(
-            f"parameters: the grid has {size} combinations, more than the limit {GRID_MAX_COMBINATIONS}"
-        )
-    if spec.max_trial_count > size:
+    # Only when the experiment is created: Katib allows raising maxTrialCount on a running experiment,
+    # and its own service checks it in ValidateAlgorithmSettings only (optuna/service.py
+    # ``_validate_grid_setting``); a restarted service must go on serving (GridPlan repeats combinations).
+    if creating and spec.max_trial_count > size:
         problems.append(
             f"maxTrialCount={spec.max_trial_count}: exceeds the {size} combinations of the grid; "
             f"set maxTrialCount <= {size} or widen the search space"
