@@ -29,7 +29,7 @@ from katib_progress.suggestion._domain import (
     TrialState,
 )
 from katib_progress.suggestion._names import NameIndex, derive_seed
-from katib_progress.suggestion._samplers import make_sampler, qmc_point
+from katib_progress.suggestion._samplers import AskSamplers, qmc_point
 from katib_progress.suggestion._settings import HyperbandSettings, QMCSettings
 
 _log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class ExperimentStudy:
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
         self._names = NameIndex(spec.name, checked.seed)
+        self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed)
         direction = (
             optuna.study.StudyDirection.MAXIMIZE
             if spec.direction is Direction.MAXIMIZE
@@ -298,7 +299,7 @@ class ExperimentStudy:
             fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
         if fixed is not None:
             self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
-        self.study.sampler = make_sampler(checked.spec.algorithm, checked.settings, seed)
+        self.study.sampler = self._samplers.for_ask(seed)
         trial = self.study.ask(checked.space.distributions())
         if fixed is None:
             for key, value in attrs.items():
