@@ -150,7 +150,9 @@ class ExperimentStudy:
 
     def sync(self, trials: Sequence[TrialRecord]) -> None:
         """Record what Katib reports: new trials are added, finished ones are told."""
-        self._seen.update(t.name for t in trials)
+        current = {t.name for t in trials}
+        self._tell_vanished(current)
+        self._seen.update(current)
         new = [t for t in trials if t.name not in self._number and t.name not in self._unusable]
         if new:
             horizon = 2 * (len(trials) + self._n_trials) + _NAME_HORIZON_SLACK
@@ -164,6 +166,27 @@ class ExperimentStudy:
             handle = self._open.get(record.name)
             if handle is not None and record.state.finished:
                 self._finish(record, handle)
+
+    def _tell_vanished(self, current: set[str]) -> None:
+        """Katib never sends back a trial that ended MetricsUnavailable, or EarlyStopped without an
+        observation (pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go
+        ``ConvertTrials``). A RUNNING trial that an earlier request reported and this one lacks has
+        ended so: PRUNED with its curve if the pruning hub has one, FAIL otherwise."""
+        for name in [n for n in self._open if n in self._seen and n not in current]:
+            handle = self._open.pop(name)
+            curve = self._curve(TrialRecord(name, (), TrialState.PRUNED))
+            if curve:
+                for step, value in sorted(curve.items()):
+                    handle.report(value, step)
+                self.study.tell(handle, state=optuna.trial.TrialState.PRUNED)
+            else:
+                self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
+            _log.info(
+                "trial %s is no longer reported by Katib (MetricsUnavailable, or EarlyStopped without an "
+                "observation): recorded as %s",
+                name,
+                "pruned" if curve else "failed",
+            )
 
     def _params(self, record: TrialRecord) -> dict[str, Any] | None:
         given = dict(record.assignments)
