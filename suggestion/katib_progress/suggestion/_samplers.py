@@ -41,7 +41,7 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
                 n_startup_trials=settings.n_startup_trials,
                 n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
-                multivariate=algorithm == "multivariate-tpe",
+                multivariate=settings.multivariate,
                 constant_liar=True,
             )
         if isinstance(settings, CmaEsSettings):
