@@ -94,10 +94,11 @@ def latency(
     calls: int,
     sizes: Sequence[int],
     logs: Path,
+    per_call: int = PER_CALL,
 ) -> dict[str, Any]:
     """Steady-state latency per size for both services, and our first call after a restart."""
     name = f"lat-{algorithm}"
-    max_trials = sizes[-1] + PER_CALL * calls + 10
+    max_trials = sizes[-1] + per_call * calls + 10
     out: dict[str, Any] = {"ours": {}, "baseline": {}, "restart": {}}
     histories: dict[int, list[Any]] = {}
     with ExitStack() as stack:
@@ -108,12 +109,12 @@ def latency(
             for label, address in addresses.items()
             if address is not None
         }
-        ends = [*sizes[1:], sizes[-1] + PER_CALL * calls + 1]
-        windows = {n: range(n, min(n + PER_CALL * calls, end)) for n, end in zip(sizes, ends, strict=True)}
+        ends = [*sizes[1:], sizes[-1] + per_call * calls + 1]
+        windows = {n: range(n, min(n + per_call * calls, end)) for n, end in zip(sizes, ends, strict=True)}
         step = 0
-        while (n := len(drivers["ours"].katib.trials)) < sizes[-1] + PER_CALL * calls:
+        while (n := len(drivers["ours"].katib.trials)) < sizes[-1] + per_call * calls:
             size = next((s for s, w in windows.items() if n in w), None)
-            count = PER_CALL if size is not None else min(PER_CALL, min(s for s in sizes if s > n) - n)
+            count = per_call if size is not None else min(per_call, min(s for s in sizes if s > n) - n)
             if size is not None and size not in histories:
                 histories[size] = [t.to_proto() for t in drivers["ours"].katib.trials]
             order = list(drivers) if step % 2 == 0 else list(reversed(drivers))
@@ -129,10 +130,10 @@ def latency(
         with _service(ours, logs) as address:
             assert address is not None
             driver = Driver(address, name, algorithm, _settings(algorithm, LATENCY_SEED), max_trials)
-            request = driver.katib.request(PER_CALL)
+            request = driver.katib.request(per_call)
             del request.trials[:]
             request.trials.extend(history)
-            request.total_request_number = len(history) + PER_CALL
+            request.total_request_number = len(history) + per_call
             stub = driver.katib.stub
             start = time.perf_counter()
             stub.GetSuggestions(request, timeout=300)
@@ -187,9 +188,11 @@ def _ratio(ours: float, base: float | None) -> str:
     return "-" if base is None or base == 0 else f"{ours / base:.2f}"
 
 
-def latency_table(results: dict[str, Any], sizes: Sequence[int], calls: int) -> Table:
+def latency_table(
+    results: dict[str, Any], sizes: Sequence[int], calls: int, per_call: int = PER_CALL
+) -> Table:
     table = Table(
-        title=f"GetSuggestions latency, ms ({PER_CALL} suggestions per call, {calls} calls per cell)"
+        title=f"GetSuggestions latency, ms ({per_call} suggestions per call, {calls} calls per cell)"
     )
     for col in (
         "algorithm",
@@ -266,12 +269,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--calls", type=int, default=15, help="measured calls per size")
+    parser.add_argument("--sizes", help=f"comma list of trial counts (default {','.join(map(str, SIZES))})")
+    parser.add_argument(
+        "--per-call", type=int, default=PER_CALL, help="suggestions per call (sizes must be that far apart)"
+    )
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: sizes 10/100, 3 calls, 2 seeds, 20 trials"
     )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
     sizes = (10, 100) if args.quick else SIZES
+    if args.sizes:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
     calls = 3 if args.quick else args.calls
     seeds, trials = (2, 20) if args.quick else (args.seeds, args.trials)
     baseline = baseline_spec(args.baseline_cmd, args.baseline_address) if args.baseline_cmd else None
@@ -284,8 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.part in ("latency", "all"):
             for algorithm in chosen:
                 base = baseline if algorithm in BOTH else None
-                report["latency"][algorithm] = latency(algorithm, ours, base, calls, sizes, logs)
-            console.print(latency_table(report["latency"], sizes, calls))
+                report["latency"][algorithm] = latency(
+                    algorithm, ours, base, calls, sizes, logs, args.per_call
+                )
+            console.print(latency_table(report["latency"], sizes, calls, args.per_call))
         if args.part in ("quality", "all"):
             for algorithm in (a for a in chosen if a in QUALITY_ALGORITHMS):
                 report["quality"][algorithm] = quality(algorithm, ours, baseline, seeds, trials, logs)

@@ -9,6 +9,7 @@ collector.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -63,3 +64,48 @@ class PruningBackend(Protocol):
     def connect(self, address: str, timeout: float) -> RemotePruner:
         """A client of the pruning service at ``host:port`` with a per-call deadline."""
         ...
+
+
+#: Katib's search algorithm served as random sampling + the ``hyperband`` pruning policy.
+HYPERBAND_ALGORITHMS = ("hyperband", "kp-hyperband")
+
+
+def hyperband_eta(settings: Mapping[str, str]) -> int:
+    """Katib's ``eta`` (pkg/suggestion/v1beta1/hyperband/service.py ``ValidateAlgorithmSettings``:
+    ``int(float(eta))``, 3 when unset or <= 0). Raises ValueError if it is not a number."""
+    eta = int(float(settings.get("eta", "3")))
+    return 3 if eta <= 0 else eta
+
+
+def hyperband_min_resource(eta: int, r_l: float) -> float:
+    """The smallest budget of Katib's brackets as a percent of the full budget ``r_l``:
+    ``s_max = int(log(r_l) / log(eta))`` and ``r = r_l * eta**-s_max`` (hyperband/service.py
+    ``ValidateAlgorithmSettings`` and ``HyperBandParam.convert``)."""
+    s_max = max(0, int(math.log(r_l) / math.log(eta)))
+    return 100.0 * float(eta) ** -s_max
+
+
+def hyperband_pruning_settings(
+    algorithm: str, algorithm_settings: Mapping[str, str], early_stopping: Mapping[str, str]
+) -> dict[str, str]:
+    """``early_stopping`` settings, completed for Katib's ``hyperband`` algorithm.
+
+    For ``hyperband``/``kp-hyperband`` without an explicit ``policy``, the policy is ``hyperband``
+    with ``reduction_factor`` = Katib's ``eta`` and ``min_resource`` = Katib's smallest bracket budget
+    in percent (settings given explicitly win). Any other algorithm: ``early_stopping`` unchanged.
+    Unparsable Katib settings are left for the suggestion service's validation to report.
+    """
+    out = dict(early_stopping)
+    if algorithm not in HYPERBAND_ALGORITHMS or "policy" in out:
+        return out
+    out["policy"] = "hyperband"
+    try:
+        eta = hyperband_eta(algorithm_settings)
+        r_l = float(algorithm_settings.get("r_l", ""))
+    except ValueError:
+        return out
+    if eta < 2 or not (math.isfinite(r_l) and r_l > 0):
+        return out
+    out.setdefault("reduction_factor", str(eta))
+    out.setdefault("min_resource", repr(round(hyperband_min_resource(eta, r_l), 6)))
+    return out

@@ -50,11 +50,9 @@ _CONDITIONS = {
 _TIMEOUT_S = 60.0
 # Katib algorithm names the suggestion service may not accept, and what to use instead.
 KATIB_ALGORITHM_HINTS = {
-    "sobol": "Katib's sobol is algorithmName qmc with setting qmc_type=sobol here",
-    "bayesianoptimization": "for Katib's bayesianoptimization (skopt, Gaussian process) use algorithmName gp",
     "hyperband": (
-        "for Katib's hyperband use algorithmName random with earlyStopping algorithmName katib-progress, "
-        "setting policy=hyperband (pruning by progress instead of Katib's resource-parameter brackets)"
+        "Katib's hyperband runs as random sampling + the hyperband pruning policy: it needs earlyStopping "
+        "algorithmName katib-progress"
     ),
     "pbt": "population based training is not supported: it hands checkpoints between trials",
     "enas": "neural architecture search is not supported by a local sweep",

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from katib_progress.core.errors import ConfigError
+from katib_progress.core.pruning import hyperband_pruning_settings
 from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc
 from katib_progress.local._notices import unsupported
@@ -81,7 +82,10 @@ class LocalExperiment:
                 out["min_trials"] = settings.pop("min_trials_required")
             out.update(settings)
             return out
-        return settings
+        # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped
+        algorithm = self.doc.spec.algorithm
+        given = {s.name: s.value for s in algorithm.algorithm_settings}
+        return hyperband_pruning_settings(algorithm.algorithm_name, given, settings)
 
     @property
     def collector(self) -> Collector:

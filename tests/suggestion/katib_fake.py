@@ -63,6 +63,7 @@ def experiment(
     metric: str = "loss",
     max_trials: int = 30,
     parallel: int = 3,
+    early_stopping: str = "",
 ) -> Any:
     return pb.Experiment(
         name=name,
@@ -79,6 +80,7 @@ def experiment(
             ),
             max_trial_count=max_trials,
             parallel_trial_count=parallel,
+            early_stopping=pb.EarlyStoppingSpec(algorithm_name=early_stopping),
         ),
     )
 
@@ -161,9 +163,17 @@ class FakeKatib:
         for trial in self.trials:
             if trial.objective is None:
                 trial.objective = objective
+        # Katib's ConvertTrials (suggestionclient.go) leaves out MetricsUnavailable trials and
+        # EarlyStopped ones without an observation.
+        sent = [
+            t
+            for t in self.trials
+            if t.condition != Cond.METRICSUNAVAILABLE
+            and not (t.condition == Cond.EARLYSTOPPED and not t.metrics)
+        ]
         return pb.GetSuggestionsRequest(
             experiment=self.exp,
-            trials=[t.to_proto() for t in self.trials],
+            trials=[t.to_proto() for t in sent],
             current_request_number=count,
             total_request_number=len(self.trials) + count,
         )

@@ -43,7 +43,7 @@ def test_every_problem_is_listed_with_setting_value_and_allowed(start_server) ->
     params = [
         param("lr", "double", lo="0.1", hi="0.01"),  # min > max
         param("wd", "double", lo="0", hi="1", dist="normal"),  # unsupported distribution
-        param("units", "int", lo="0", hi="64", dist="logUniform"),  # log with min 0
+        param("units", "int", lo="-8", hi="0", dist="logUniform"),  # log with max below 1
         param("act", "categorical"),  # empty list
     ]
     exp = experiment(
@@ -60,7 +60,7 @@ def test_every_problem_is_listed_with_setting_value_and_allowed(start_server) ->
         "n_startup_trials",
         "parameters[lr].feasibleSpace: min 0.1 is greater than max 0.01",
         "parameters[wd].feasibleSpace.distribution='normal': not supported; allowed: uniform, logUniform",
-        "parameters[units].feasibleSpace.min='0': logUniform needs min > 0",
+        "parameters[units].feasibleSpace.max='0': logUniform needs max >= 1",
         "parameters[act].feasibleSpace.list: empty",
     ]
     for fragment in expected:
@@ -69,9 +69,9 @@ def test_every_problem_is_listed_with_setting_value_and_allowed(start_server) ->
 
 def test_unknown_algorithm_names_the_allowed_ones(start_server) -> None:
     server = start_server()
-    details = _reject(server.bound_addresses[0], experiment(algorithm="hyperband"))
-    assert "algorithm.algorithmName='hyperband': unknown algorithm" in details
-    for name in ("tpe", "multivariate-tpe", "cmaes", "random", "grid", "gp", "qmc"):
+    details = _reject(server.bound_addresses[0], experiment(algorithm="nosuch"))
+    assert "algorithm.algorithmName='nosuch': unknown algorithm" in details
+    for name in ("tpe", "multivariate-tpe", "cmaes", "random", "grid", "gp", "qmc", "sobol", "hyperband"):
         assert name in details
 
 

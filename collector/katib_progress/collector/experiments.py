@@ -25,7 +25,7 @@ from kubernetes import client
 from katib_progress.collector.kube._client import classify
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
-from katib_progress.core.pruning import PruningSpec
+from katib_progress.core.pruning import PruningSpec, hyperband_pruning_settings
 
 _log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ class ExperimentInfo:
     direction: str
     settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     uid: str = ""
+    #: ``spec.algorithm.algorithmSettings``
+    algorithm_settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def ours(self) -> bool:
@@ -60,7 +62,9 @@ class ExperimentInfo:
         """The spec sent with each point to our pruning engine; None without our early stopping."""
         if not self.prunes or not self.objective_metric:
             return None
-        settings = MappingProxyType(dict(self.settings))
+        # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped
+        completed = hyperband_pruning_settings(self.algorithm, self.algorithm_settings, self.settings)
+        settings = MappingProxyType(completed)
         return PruningSpec(self.objective_metric, self.direction or "minimize", settings)
 
     def curve_spec(self) -> PruningSpec | None:
@@ -81,6 +85,12 @@ class ExperimentInfo:
             for s in early.get("algorithmSettings") or ()
             if isinstance(s, Mapping) and s.get("name")
         }
+        algorithm = spec.get("algorithm") or {}
+        algorithm_settings = {
+            str(s.get("name")): str(s.get("value", ""))
+            for s in algorithm.get("algorithmSettings") or ()
+            if isinstance(s, Mapping) and s.get("name")
+        }
         return cls(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -90,6 +100,7 @@ class ExperimentInfo:
             direction=str(objective.get("type") or "minimize").lower(),
             settings=MappingProxyType(settings),
             uid=str(meta.get("uid") or ""),
+            algorithm_settings=MappingProxyType(algorithm_settings),
         )
 
 

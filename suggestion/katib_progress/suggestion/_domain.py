@@ -68,6 +68,8 @@ class ExperimentSpec:
     direction: Direction | None
     max_trial_count: int = 0
     parallel_trial_count: int = 0
+    #: ``spec.earlyStopping.algorithmName`` ("" when unset)
+    early_stopping: str = ""
 
 
 @dataclass(frozen=True, slots=True)

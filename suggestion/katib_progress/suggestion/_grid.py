@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -15,49 +16,66 @@ from katib_progress.suggestion._domain import InvalidExperimentError
 from katib_progress.suggestion._space import Param, Space
 
 GRID_MAX_COMBINATIONS = 1_000_000
-_GRID_LIMIT = 10_000_000
 
 
-def _grid_values(param: Param) -> tuple[list[Any], str | None]:
+@dataclass(frozen=True, slots=True)
+class _Axis:
+    """One parameter's grid values, counted arithmetically; ``values()`` materialises them."""
+
+    count: int
+    values: Callable[[], list[Any]]
+
+
+def _axis(param: Param) -> _Axis | str:
+    """The parameter's grid axis, or the problem that prevents one (Katib's values:
+    internal/search_space.py ``HyperParameterSearchSpace.convert_to_combinations``)."""
     dist = param.distribution
     if isinstance(dist, CategoricalDistribution):
-        return list(dist.choices), None
+        choices = list(dist.choices)
+        return _Axis(len(choices), lambda: choices)
     if isinstance(dist, IntDistribution):
-        if dist.log:
-            return list(range(dist.low, dist.high + 1)), None
-        return list(range(dist.low, dist.high + 1, dist.step)), None
+        # range(min, max + 1, step), step 1 if unset (the space is built linear for grid: _space._check)
+        low, high, istep = dist.low, dist.high, dist.step
+        return _Axis(len(range(low, high + 1, istep)), lambda: list(range(low, high + 1, istep)))
     assert isinstance(dist, FloatDistribution)
     if dist.step is None:
-        return [], (
+        return (
             f"parameters[{param.name}].feasibleSpace.step: required by grid for a double parameter "
             f"(min {param.spec.min}, max {param.spec.max})"
         )
     try:  # decimal arithmetic so 0.1 steps do not drift
-        low, high, step = Decimal(param.spec.min), Decimal(param.spec.max), Decimal(param.spec.step)
+        low_d, high_d, step_d = Decimal(param.spec.min), Decimal(param.spec.max), Decimal(param.spec.step)
     except InvalidOperation:
-        return [], f"parameters[{param.name}].feasibleSpace: not decimal numbers"
-    count = int((high - low) / step) + 1
-    if count > _GRID_LIMIT:
-        return [], f"parameters[{param.name}]: {count} grid values exceed the limit {_GRID_LIMIT}"
-    return [float(low + i * step) for i in range(count)], None
+        return f"parameters[{param.name}].feasibleSpace: not decimal numbers"
+    count = int((high_d - low_d) / step_d) + 1
+    return _Axis(count, lambda: [float(low_d + i * step_d) for i in range(count)])
 
 
 def grid_values(space: Space) -> dict[str, list[Any]]:
-    """Each parameter's grid values; raises ``InvalidExperimentError`` naming every gap."""
-    values: dict[str, list[Any]] = {}
+    """Each parameter's grid values; raises ``InvalidExperimentError`` naming every gap, and (before
+    materialising anything) naming the parameters when the grid exceeds ``GRID_MAX_COMBINATIONS``."""
+    axes: dict[str, _Axis] = {}
     problems: list[str] = []
     for param in space.params:
-        vals, problem = _grid_values(param)
-        if problem:
-            problems.append(problem)
-        values[param.name] = vals
+        axis = _axis(param)
+        if isinstance(axis, str):
+            problems.append(axis)
+        else:
+            axes[param.name] = axis
     if problems:
         raise InvalidExperimentError(problems)
-    return values
+    size = math.prod(a.count for a in axes.values())
+    if size > GRID_MAX_COMBINATIONS:
+        counts = ", ".join(
+            f"{name}: {axis.count} values" for name, axis in sorted(axes.items(), key=lambda kv: -kv[1].count)
+        )
+        problem = f"parameters: the grid has {size} combinations, more than the limit {GRID_MAX_COMBINATIONS}"
+        raise InvalidExperimentError([f"{problem} ({counts})"])
+    return {name: axis.values() for name, axis in axes.items()}
 
 
-def grid_size(values: Mapping[str, Iterable[Any]]) -> int:
-    return math.prod(len(list(v)) for v in values.values())
+def grid_size(values: Mapping[str, Sequence[Any]]) -> int:
+    return math.prod(len(v) for v in values.values())
 
 
 def _key(value: Any) -> Any:

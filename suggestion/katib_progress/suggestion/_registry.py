@@ -73,7 +73,7 @@ class StudyRegistry:
             if study is None or study.fingerprint != spec_fingerprint(spec):
                 if study is not None:
                     _log.warning("experiment %r changed its search; starting a new study", spec.name)
-                checked = check_experiment(spec)
+                checked = check_experiment(spec, creating=False)
                 study = ExperimentStudy(checked, storage=self._storage, curve_source=self._curves)
                 slot.study = study
             study.sync(trials)

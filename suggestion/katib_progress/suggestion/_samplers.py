@@ -1,8 +1,12 @@
 """Optuna samplers per algorithm, plus the QMC point picker.
 
-A fresh sampler is built for every ask with a seed derived from (random_state, trial index), so
-each suggestion depends only on the seed and the study's trials, not on how long the process has
-lived: a service rebuilt from Katib's trial list continues exactly where it was.
+Every ask samples with a seed derived from (random_state, trial index), so each suggestion depends
+only on the seed and the study's trials, not on how long the process has lived: a service rebuilt
+from Katib's trial list continues exactly where it was. ``AskSamplers`` keeps one sampler per
+experiment and, before each ask, puts every random state in it into the state a sampler freshly
+built with that ask's seed would have; what else the sampler keeps (the search-space intersection
+it updates incrementally) is a function of the study's trials. Building a sampler per ask made
+Optuna recompute that intersection over every trial on every ask.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Any
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
+from optuna.samplers._lazy_random_state import LazyRandomState
 
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
+    BayesianOptimizationSettings,
     CmaEsSettings,
     GPSettings,
     QMCSettings,
@@ -33,9 +39,9 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
         if isinstance(settings, TPESettings):
             return optuna.samplers.TPESampler(
                 n_startup_trials=settings.n_startup_trials,
-                n_ei_candidates=settings.n_ei_candidates,
+                n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
-                multivariate=algorithm == "multivariate-tpe",
+                multivariate=settings.multivariate,
                 constant_liar=True,
             )
         if isinstance(settings, CmaEsSettings):
@@ -49,8 +55,53 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
                 deterministic_objective=settings.deterministic_objective,
                 warn_independent_sampling=False,
             )
-    # random, and the base sampler under grid and qmc (whose params are fixed before asking)
+        if isinstance(settings, BayesianOptimizationSettings):
+            return optuna.samplers.GPSampler(
+                seed=seed, n_startup_trials=settings.n_initial_points, warn_independent_sampling=False
+            )
+    # random, hyperband, and the base sampler under grid and qmc (whose params are fixed before asking)
     return optuna.samplers.RandomSampler(seed=seed)
+
+
+#: Samplers that keep history-dependent state besides their random states (GPSampler warm-starts
+#: each GP fit from the previous one's kernel parameters): built afresh for every ask.
+_FRESH_PER_ASK = (GPSettings, BayesianOptimizationSettings)
+
+
+def reseed(sampler: BaseSampler, seed: int) -> None:
+    """Seed every random state of ``sampler`` and of the samplers it holds with ``seed``: the state
+    ``make_sampler(..., seed)`` starts with (each of Optuna's samplers seeds all of its
+    ``LazyRandomState``s, and its nested independent sampler, with the one ``seed`` it is given)."""
+    if not _reseed(sampler, seed):
+        raise TypeError(
+            f"{type(sampler).__name__}: no random state found to seed (Optuna internals changed?)"
+        )
+
+
+def _reseed(sampler: BaseSampler, seed: int) -> int:
+    found = 0
+    for value in vars(sampler).values():
+        if isinstance(value, LazyRandomState):
+            value.rng.seed(seed)
+            found += 1
+        elif isinstance(value, BaseSampler):
+            found += _reseed(value, seed)
+    return found
+
+
+class AskSamplers:
+    """The sampler for each ask of one experiment (not thread-safe: the registry serialises asks)."""
+
+    def __init__(self, algorithm: str, settings: AlgorithmSettings, seed: int) -> None:
+        self._algorithm = algorithm
+        self._settings = settings
+        self._kept = None if isinstance(settings, _FRESH_PER_ASK) else make_sampler(algorithm, settings, seed)
+
+    def for_ask(self, seed: int) -> BaseSampler:
+        if self._kept is None:
+            return make_sampler(self._algorithm, self._settings, seed)
+        reseed(self._kept, seed)
+        return self._kept
 
 
 def qmc_point(space: Space, settings: QMCSettings, seed: int, index: int) -> dict[str, Any]:

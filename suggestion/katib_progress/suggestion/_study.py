@@ -19,7 +19,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
 
-from katib_progress.suggestion._checks import CheckedExperiment
+from katib_progress.suggestion._checks import CheckedExperiment, resource_value
 from katib_progress.suggestion._domain import (
     Direction,
     ExperimentSpec,
@@ -29,8 +29,8 @@ from katib_progress.suggestion._domain import (
     TrialState,
 )
 from katib_progress.suggestion._names import NameIndex, derive_seed
-from katib_progress.suggestion._samplers import make_sampler, qmc_point
-from katib_progress.suggestion._settings import QMCSettings
+from katib_progress.suggestion._samplers import AskSamplers, qmc_point
+from katib_progress.suggestion._settings import HyperbandSettings, QMCSettings
 
 _log = logging.getLogger(__name__)
 
@@ -94,6 +94,7 @@ class ExperimentStudy:
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
         self._names = NameIndex(spec.name, checked.seed)
+        self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed)
         direction = (
             optuna.study.StudyDirection.MAXIMIZE
             if spec.direction is Direction.MAXIMIZE
@@ -149,7 +150,9 @@ class ExperimentStudy:
 
     def sync(self, trials: Sequence[TrialRecord]) -> None:
         """Record what Katib reports: new trials are added, finished ones are told."""
-        self._seen.update(t.name for t in trials)
+        current = {t.name for t in trials}
+        self._tell_vanished(current)
+        self._seen.update(current)
         new = [t for t in trials if t.name not in self._number and t.name not in self._unusable]
         if new:
             horizon = 2 * (len(trials) + self._n_trials) + _NAME_HORIZON_SLACK
@@ -163,6 +166,27 @@ class ExperimentStudy:
             handle = self._open.get(record.name)
             if handle is not None and record.state.finished:
                 self._finish(record, handle)
+
+    def _tell_vanished(self, current: set[str]) -> None:
+        """Katib never sends back a trial that ended MetricsUnavailable, or EarlyStopped without an
+        observation (pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go
+        ``ConvertTrials``). A RUNNING trial that an earlier request reported and this one lacks has
+        ended so: PRUNED with its curve if the pruning hub has one, FAIL otherwise."""
+        for name in [n for n in self._open if n in self._seen and n not in current]:
+            handle = self._open.pop(name)
+            curve = self._curve(TrialRecord(name, (), TrialState.PRUNED))
+            if curve:
+                for step, value in sorted(curve.items()):
+                    handle.report(value, step)
+                self.study.tell(handle, state=optuna.trial.TrialState.PRUNED)
+            else:
+                self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
+            _log.info(
+                "trial %s is no longer reported by Katib (MetricsUnavailable, or EarlyStopped without an "
+                "observation): recorded as %s",
+                name,
+                "pruned" if curve else "failed",
+            )
 
     def _params(self, record: TrialRecord) -> dict[str, Any] | None:
         given = dict(record.assignments)
@@ -293,9 +317,12 @@ class ExperimentStudy:
             fixed = checked.grid.pick(self.study.get_trials(deepcopy=False))
         elif isinstance(checked.settings, QMCSettings):
             fixed = qmc_point(checked.space, checked.settings, checked.seed, index)
+        elif isinstance(checked.settings, HyperbandSettings):
+            param = checked.space.by_name()[checked.settings.resource_name]
+            fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
         if fixed is not None:
             self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
-        self.study.sampler = make_sampler(checked.spec.algorithm, checked.settings, seed)
+        self.study.sampler = self._samplers.for_ask(seed)
         trial = self.study.ask(checked.space.distributions())
         if fixed is None:
             for key, value in attrs.items():

@@ -72,6 +72,7 @@ def experiment_from_proto(experiment: Any) -> ExperimentSpec:
         direction=_DIRECTIONS.get(spec.objective.type),
         max_trial_count=spec.max_trial_count,
         parallel_trial_count=spec.parallel_trial_count,
+        early_stopping=spec.early_stopping.algorithm_name,
     )
 
 

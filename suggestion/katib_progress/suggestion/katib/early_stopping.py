@@ -30,6 +30,7 @@ import numpy as np
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.core.errors import ConfigError
+from katib_progress.core.pruning import hyperband_pruning_settings
 from katib_progress.suggestion.pruning._build import build_policy
 from katib_progress.suggestion.pruning._history import TrialState
 from katib_progress.suggestion.pruning.config import PruningConfig
@@ -73,9 +74,13 @@ def config_from_experiment(experiment: Any) -> PruningConfig:
         direction = "maximize"
     else:
         raise ConfigError("objective.type", f"must be minimize or maximize, got {objective.type}")
-    return PruningConfig.from_settings(
-        objective.objective_metric_name, direction, _settings(experiment.spec.early_stopping)
+    # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped (core.pruning)
+    settings = hyperband_pruning_settings(
+        experiment.spec.algorithm.algorithm_name,
+        {s.name: s.value for s in experiment.spec.algorithm.algorithm_settings},
+        _settings(experiment.spec.early_stopping),
     )
+    return PruningConfig.from_settings(objective.objective_metric_name, direction, settings)
 
 
 def _final(trial: Any, metric: str) -> float | None:

@@ -1,0 +1,49 @@
+"""One sampler per experiment, reseeded per ask (issue 15 item 3); restart determinism is covered by
+test_suggestion_restart.py (tpe, multivariate-tpe, random, qmc, grid; cmaes with storage)."""
+
+from __future__ import annotations
+
+import pytest
+
+from katib_progress.suggestion._samplers import reseed
+from tests.suggestion.katib_fake import FakeKatib, experiment
+
+
+@pytest.mark.parametrize("algorithm", ["tpe", "multivariate-tpe", "cmaes", "random"])
+def test_the_sampler_is_kept_between_calls(start_server, algorithm) -> None:
+    server = start_server()
+    katib = FakeKatib(
+        server.bound_addresses[0], experiment(algorithm=algorithm, settings={"random_state": "3"})
+    )
+    katib.run(until=6, parallel=3)
+    study = server.registry.study("exp")
+    assert study is not None
+    first = study.study.sampler
+    katib.run(until=12, parallel=3)
+    assert study.study.sampler is first
+
+
+def test_gp_gets_a_fresh_sampler_per_ask(start_server) -> None:
+    """GPSampler warm-starts each fit from the previous one: kept, it would depend on process age."""
+    server = start_server()
+    katib = FakeKatib(server.bound_addresses[0], experiment(algorithm="gp", settings={"random_state": "3"}))
+    katib.ask(1)
+    study = server.registry.study("exp")
+    assert study is not None
+    first = study.study.sampler
+    katib.ask(1)
+    assert study.study.sampler is not first
+
+
+def test_reseed_gives_the_state_of_a_fresh_sampler() -> None:
+    import optuna
+
+    kept = optuna.samplers.CmaEsSampler(seed=1)
+    kept._cma_rng.rng.rand(5)  # advanced by earlier asks
+    kept._independent_sampler._rng.rng.rand(7)  # type: ignore[attr-defined]
+    reseed(kept, 42)
+    fresh = optuna.samplers.CmaEsSampler(seed=42)
+    assert kept._cma_rng.rng.randint(1, 2**31) == fresh._cma_rng.rng.randint(1, 2**31)
+    assert kept._independent_sampler._rng.rng.rand() == fresh._independent_sampler._rng.rng.rand()  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="no random state"):
+        reseed(optuna.samplers.BruteForceSampler.__new__(optuna.samplers.BruteForceSampler), 1)
