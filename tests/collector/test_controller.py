@@ -11,7 +11,7 @@ import pytest
 from katib_progress.cli import main as cli_main
 from katib_progress.collector.controller import BACKPRESSURE, Collector, CollectorSettings
 from katib_progress.collector.kube import BackoffSettings, WatchSettings
-from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC, MetricRow
 from katib_progress.collector.testing import MemorySink
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.types import ProgressPoint
@@ -142,3 +142,26 @@ def test_settings_are_validated() -> None:
         CollectorSettings(retry_interval_s=0)
     with pytest.raises(ValueError, match="watch_timeout_s"):
         WatchSettings(watch_timeout_s=0)
+
+
+def test_first_sight_reads_wait_until_the_first_list_is_delivered(kube: KubeStandin, objs: Objects) -> None:
+    """Reading what each listed job already wrote (sink.latest) starts once every job of the first
+    list was delivered, so those N reads do not delay the first watch; later jobs are read at once."""
+    for i in range(5):
+        objs.trial_job(f"t{i}")
+        objs.set_status(f"t{i}", trainer_status(T0, progress=i))
+    synced_at_read: list[bool] = []
+
+    class Sink(MemorySink):
+        def latest(self, trial: str) -> list[MetricRow]:
+            synced_at_read.append(collector.has_synced())
+            return super().latest(trial)
+
+    sink = Sink()
+    collector = Collector(_settings(), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        wait_until(lambda: all(_values(sink, f"t{i}", PROGRESS_METRIC) == [str(i)] for i in range(5)))
+        objs.trial_job("late")
+        objs.set_status("late", trainer_status(T0, progress=7))
+        wait_until(lambda: _values(sink, "late", PROGRESS_METRIC) == ["7"])
+    assert synced_at_read == [True] * 6
