@@ -119,13 +119,20 @@ class Collector:
                 entry = self._pending.get(job.key)
                 if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
                     raise TemporaryError(f"{len(entry[1])} snapshots of trial {job.trial} wait for the sink")
+            if entry is not None and entry[1]:
+                # Earlier snapshots of this job wait (the sink refused one, or the first read runs):
+                # queue behind them; the retry loop or the first read delivers them in order, so a
+                # full sink is not asked again for every event.
+                entry[1].append(event.trainer_status)
+                return
             queue = entry[1] if entry is not None else deque()
             queue.append(event.trainer_status)
             self._pending[job.key] = (job, queue)
             self._drain(job.key)
 
-    def _drain(self, key: str) -> None:
-        """Process a job's queued snapshots in order until the sink refuses one (lock held).
+    def _drain(self, key: str) -> bool:
+        """Process a job's queued snapshots in order until the sink refuses one (lock held); True when
+        it refused.
 
         A job seen for the first time waits (its snapshots queued) while a recovery worker reads what
         was already written for its trial; the watch goes on meanwhile."""
@@ -141,13 +148,14 @@ class Collector:
                     if self._deferred_since is None:
                         self._deferred_since = time.monotonic()
                     self._deferred.append(job)
-            return
+            return False
         while queue:
             outcome = self.processor.process(job, queue[0])
             if outcome.retry:
-                return
+                return True
             queue.popleft()
         del self._pending[key]
+        return False
 
     def _recover(self, job: JobRef) -> None:
         try:
@@ -179,7 +187,8 @@ class Collector:
         """Deliver refused snapshots again; returns how many are still waiting."""
         with self._lock:
             for key in list(self._pending):
-                self._drain(key)
+                if self._drain(key):
+                    break  # the sink takes nothing now: the others wait for the next round, in order
             return sum(len(queue) for _, queue in self._pending.values())
 
     def _retry_loop(self) -> None:
