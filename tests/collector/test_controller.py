@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -165,3 +166,35 @@ def test_first_sight_reads_wait_until_the_first_list_is_delivered(kube: KubeStan
         objs.set_status("late", trainer_status(T0, progress=7))
         wait_until(lambda: _values(sink, "late", PROGRESS_METRIC) == ["7"])
     assert synced_at_read == [True] * 6
+
+
+def test_a_job_the_sink_keeps_refusing_does_not_hold_the_others_back(
+    kube: KubeStandin, objs: Objects
+) -> None:
+    """A re-delivery round stops at the first refusal and the refused job goes last, so a sink refusing
+    one trial only (the contract allows it) still takes the other jobs' waiting snapshots."""
+    for name in ("a", "b"):
+        objs.trial_job(name)
+
+    class Sink(MemorySink):
+        refuse: frozenset[str] = frozenset()
+
+        def report(self, trial: str, rows: Sequence[MetricRow]) -> None:
+            if trial in self.refuse:
+                raise TemporaryError(f"{trial} not now")
+            super().report(trial, rows)
+
+    sink = Sink()
+    collector = Collector(_settings(retry_interval_s=3600), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        sink.refuse = frozenset({"a", "b"})
+        objs.set_status("a", trainer_status(T0, progress=1))
+        wait_until(lambda: collector.retry_pending() == 1)
+        objs.set_status("b", trainer_status(T0, progress=2))
+        wait_until(lambda: collector.retry_pending() == 2)
+        sink.refuse = frozenset({"a"})
+        for _ in range(2):  # a refuses each time; b is taken in the round after a went last
+            collector.retry_pending()
+        assert _values(sink, "b", PROGRESS_METRIC) == ["2"]
+        assert _values(sink, "a", PROGRESS_METRIC) == []

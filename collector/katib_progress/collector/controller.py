@@ -188,7 +188,10 @@ class Collector:
         with self._lock:
             for key in list(self._pending):
                 if self._drain(key):
-                    break  # the sink takes nothing now: the others wait for the next round, in order
+                    # The sink takes nothing now: the others wait for the next round, which starts
+                    # after this job (it goes last), so one job's refusals never hold the rest back.
+                    self._pending[key] = self._pending.pop(key)
+                    break
             return sum(len(queue) for _, queue in self._pending.values())
 
     def _retry_loop(self) -> None:
@@ -196,7 +199,9 @@ class Collector:
         due = time.monotonic() + interval
         while True:
             wait = max(0.0, due - time.monotonic())
-            if self._stopping.wait(min(wait, DEFER_POLL_S) if self._deferred else wait):
+            if self._deferred or not self.watcher.has_synced():  # release them soon after the list
+                wait = min(wait, DEFER_POLL_S)
+            if self._stopping.wait(wait):
                 return
             self._release_deferred()
             if time.monotonic() < due:
