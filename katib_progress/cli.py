@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from katib_progress import bench_cli, earlystopping_cli, katib_config
 from katib_progress.collector import cli as collector_cli
 from katib_progress.core import logs
-from katib_progress.core.pruning import PruningBackend
+from katib_progress.core.pruning import Pruner, PruningBackend, PruningSpec, RemotePruner
 from katib_progress.local import cli as local_cli
 from katib_progress.report import cli as report_cli
 from katib_progress.suggestion import cli as suggestion_cli
@@ -24,12 +24,28 @@ from katib_progress.suggestion import cli as suggestion_cli
 _log = logging.getLogger(__name__)
 
 
-def _pruning_backend() -> PruningBackend:
-    """The suggestion service's pruning, imported on use: it loads Optuna and scipy (about a second),
-    which only ``collector run`` needs."""
-    from katib_progress.suggestion.pruning.backend import BACKEND
+class _LazyPruningBackend:
+    """The suggestion service's pruning, imported on first use: it loads Optuna and scipy (about a
+    second of start-up and tens of MiB), which ``collector run`` needs only once an Experiment uses
+    our pruning (validate/connect run on forwarder threads, never on the watch)."""
 
-    return BACKEND
+    def _backend(self) -> PruningBackend:
+        from katib_progress.suggestion.pruning.backend import BACKEND
+
+        return BACKEND
+
+    def validate(self, spec: PruningSpec) -> None:
+        self._backend().validate(spec)
+
+    def engine(self, spec: PruningSpec) -> Pruner:
+        return self._backend().engine(spec)
+
+    def connect(self, address: str, timeout: float) -> RemotePruner:
+        return self._backend().connect(address, timeout)
+
+
+def _pruning_backend() -> PruningBackend:
+    return _LazyPruningBackend()
 
 
 def _version() -> str:

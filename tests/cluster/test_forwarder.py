@@ -297,3 +297,41 @@ def test_routes_of_every_pairing_and_trial_ends(
     assert {a: c.finals for a, c in clients.items()} == {a: [("exp", "t", "complete")] for a in routes}
     assert len(noticed) == notices and all("live pruning" in m for m in noticed)
     assert not prunes
+
+
+def test_points_of_an_experiment_that_routes_nowhere_skip_the_queue_until_the_cache_ttl() -> None:
+    """A stock algorithm without our early stopping: the first point looks the Experiment up; later
+    ones are counted not_pruned without queueing or a lookup until the TTL has passed."""
+    now = [0.0]
+    lookups: list[str] = []
+    stock = ExperimentInfo("ns", "exp", "random", "", "loss", "minimize")
+
+    class Experiments:
+        def config(self, namespace: str, name: str) -> tuple[ExperimentInfo | None, PruningSpec | None]:
+            lookups.append(name)
+            return stock, None
+
+    fwd = PruningForwarder(
+        Experiments(),
+        lambda job, decision, point: None,
+        counters=Counters(),
+        client_factory=lambda address, timeout: _Client(),
+        clock=lambda: now[0],
+        unrouted_ttl_s=30.0,
+    ).start()
+    try:
+        fwd.submit(_job("t0"), _point("t0", 0))
+        assert fwd.idle(5)
+        assert lookups == ["exp"]
+        for seq in range(1, 20):
+            fwd.submit(_job("t1"), _point("t1", seq))
+            assert fwd.pending == 0  # never queued
+        assert lookups == ["exp"]
+        assert fwd.counters.get("collector_pruning_points_total", result="not_pruned") == 20
+        now[0] = 30.0  # the Experiment cache would have expired: look again
+        fwd.submit(_job("t1"), _point("t1", 20))
+        assert fwd.idle(5)
+        assert lookups == ["exp", "exp"]
+        assert fwd.counters.get("collector_pruning_points_total", result="not_pruned") == 21
+    finally:
+        fwd.stop(2)

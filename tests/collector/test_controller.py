@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from katib_progress.cli import main as cli_main
 from katib_progress.collector.backoff import BackoffSettings
 from katib_progress.collector.controller import BACKPRESSURE, Collector, CollectorSettings
 from katib_progress.collector.kube import WatchSettings
-from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC
+from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC, MetricRow
 from katib_progress.collector.testing import MemorySink
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.types import ProgressPoint
@@ -143,3 +144,58 @@ def test_settings_are_validated() -> None:
         CollectorSettings(retry_interval_s=0)
     with pytest.raises(ValueError, match="watch_timeout_s"):
         WatchSettings(watch_timeout_s=0)
+
+
+def test_first_sight_reads_wait_until_the_first_list_is_delivered(kube: KubeStandin, objs: Objects) -> None:
+    """Reading what each listed job already wrote (sink.latest) starts once every job of the first
+    list was delivered, so those N reads do not delay the first watch; later jobs are read at once."""
+    for i in range(5):
+        objs.trial_job(f"t{i}")
+        objs.set_status(f"t{i}", trainer_status(T0, progress=i))
+    synced_at_read: list[bool] = []
+
+    class Sink(MemorySink):
+        def latest(self, trial: str) -> list[MetricRow]:
+            synced_at_read.append(collector.has_synced())
+            return super().latest(trial)
+
+    sink = Sink()
+    collector = Collector(_settings(), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        wait_until(lambda: all(_values(sink, f"t{i}", PROGRESS_METRIC) == [str(i)] for i in range(5)))
+        objs.trial_job("late")
+        objs.set_status("late", trainer_status(T0, progress=7))
+        wait_until(lambda: _values(sink, "late", PROGRESS_METRIC) == ["7"])
+    assert synced_at_read == [True] * 6
+
+
+def test_a_job_the_sink_keeps_refusing_does_not_hold_the_others_back(
+    kube: KubeStandin, objs: Objects
+) -> None:
+    """A re-delivery round stops at the first refusal and the refused job goes last, so a sink refusing
+    one trial only (the contract allows it) still takes the other jobs' waiting snapshots."""
+    for name in ("a", "b"):
+        objs.trial_job(name)
+
+    class Sink(MemorySink):
+        refuse: frozenset[str] = frozenset()
+
+        def report(self, trial: str, rows: Sequence[MetricRow]) -> None:
+            if trial in self.refuse:
+                raise TemporaryError(f"{trial} not now")
+            super().report(trial, rows)
+
+    sink = Sink()
+    collector = Collector(_settings(retry_interval_s=3600), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        sink.refuse = frozenset({"a", "b"})
+        objs.set_status("a", trainer_status(T0, progress=1))
+        wait_until(lambda: collector.retry_pending() == 1)
+        objs.set_status("b", trainer_status(T0, progress=2))
+        wait_until(lambda: collector.retry_pending() == 2)
+        sink.refuse = frozenset({"a"})
+        for _ in range(2):  # a refuses each time; b is taken in the round after a went last
+            collector.retry_pending()
+        assert _values(sink, "b", PROGRESS_METRIC) == ["2"]
+        assert _values(sink, "a", PROGRESS_METRIC) == []

@@ -76,6 +76,7 @@ class _Term:
             counters=cc.counters,
             client_factory=cc.pruning.connect,
             on_notice=self.notice,
+            unrouted_ttl_s=o.experiment_ttl_s,
         )
         self.final = FinalMetricsMarker(
             cc.api_client,

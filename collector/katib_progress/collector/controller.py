@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,8 @@ BACKPRESSURE = CounterSpec(
     "collector_backpressure_total",
     "watch events sent back because the job's queue of refused snapshots was full",
 )
+DEFER_MAX_S = 10.0  # first-sight reads wait for the first list at most this long
+DEFER_POLL_S = 0.05
 
 
 class CollectorSettings(BaseModel):
@@ -89,6 +92,10 @@ class Collector:
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[JobRef, deque[Mapping[str, Any] | None]]] = {}
         self._recovering: set[str] = set()
+        # First-sight reads of jobs delivered by the first list, held back until the list is delivered
+        # (see _drain); at most DEFER_MAX_S after the first one.
+        self._deferred: list[JobRef] = []
+        self._deferred_since: float | None = None
         self._pool = ThreadPoolExecutor(settings.recovery_workers, thread_name_prefix="collector-recovery")
         self._recovery_log = Every(10.0)
         self._wait_log = Every(10.0)
@@ -114,13 +121,20 @@ class Collector:
                 entry = self._pending.get(job.key)
                 if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
                     raise TemporaryError(f"{len(entry[1])} snapshots of trial {job.trial} wait for the sink")
+            if entry is not None and entry[1]:
+                # Earlier snapshots of this job wait (the sink refused one, or the first read runs):
+                # queue behind them; the retry loop or the first read delivers them in order, so a
+                # full sink is not asked again for every event.
+                entry[1].append(event.trainer_status)
+                return
             queue = entry[1] if entry is not None else deque()
             queue.append(event.trainer_status)
             self._pending[job.key] = (job, queue)
             self._drain(job.key)
 
-    def _drain(self, key: str) -> None:
-        """Process a job's queued snapshots in order until the sink refuses one (lock held).
+    def _drain(self, key: str) -> bool:
+        """Process a job's queued snapshots in order until the sink refuses one (lock held); True when
+        it refused.
 
         A job seen for the first time waits (its snapshots queued) while a recovery worker reads what
         was already written for its trial; the watch goes on meanwhile."""
@@ -128,14 +142,22 @@ class Collector:
         if not self.processor.ready(job):
             if key not in self._recovering and not self._stopping.is_set():
                 self._recovering.add(key)
-                self._pool.submit(self._recover, job)
-            return
+                if self.watcher.has_synced():
+                    self._pool.submit(self._recover, job)
+                else:
+                    # Until the first list is delivered its thread has the CPU to itself: N reads of
+                    # the DB manager in parallel would only delay the watch (the jobs wait anyway).
+                    if self._deferred_since is None:
+                        self._deferred_since = time.monotonic()
+                    self._deferred.append(job)
+            return False
         while queue:
             outcome = self.processor.process(job, queue[0])
             if outcome.retry:
-                return
+                return True
             queue.popleft()
         del self._pending[key]
+        return False
 
     def _recover(self, job: JobRef) -> None:
         try:
@@ -150,15 +172,43 @@ class Collector:
                 if job.key in self._pending and self.processor.ready(job):
                     self._drain(job.key)
 
+    def _release_deferred(self, *, force: bool = False) -> None:
+        """Start the held-back first-sight reads once every scope has listed (or DEFER_MAX_S passed)."""
+        with self._lock:
+            if not self._deferred or self._deferred_since is None:
+                return
+            waited = time.monotonic() - self._deferred_since
+            if not force and not self.watcher.has_synced() and waited < DEFER_MAX_S:
+                return
+            deferred, self._deferred, self._deferred_since = self._deferred, [], None
+            for job in deferred:
+                if job.key in self._recovering and not self._stopping.is_set():
+                    self._pool.submit(self._recover, job)
+
     def retry_pending(self) -> int:
         """Deliver refused snapshots again; returns how many are still waiting."""
         with self._lock:
             for key in list(self._pending):
-                self._drain(key)
+                if self._drain(key):
+                    # The sink takes nothing now: the others wait for the next round, which starts
+                    # after this job (it goes last), so one job's refusals never hold the rest back.
+                    self._pending[key] = self._pending.pop(key)
+                    break
             return sum(len(queue) for _, queue in self._pending.values())
 
     def _retry_loop(self) -> None:
-        while not self._stopping.wait(self.settings.retry_interval_s):
+        interval = self.settings.retry_interval_s
+        due = time.monotonic() + interval
+        while True:
+            wait = max(0.0, due - time.monotonic())
+            if self._deferred or not self.watcher.has_synced():  # release them soon after the list
+                wait = min(wait, DEFER_POLL_S)
+            if self._stopping.wait(wait):
+                return
+            self._release_deferred()
+            if time.monotonic() < due:
+                continue
+            due = time.monotonic() + interval
             try:
                 left = self.retry_pending()
             except KatibProgressError:
@@ -176,6 +226,9 @@ class Collector:
         try:
             self.watcher.run(_iterations)
         finally:
+            if _iterations is not None:  # tests: what was delivered is read back and written first
+                self._release_deferred(force=True)
+                self._pool.shutdown(wait=True)
             self._stopping.set()
             retry.join()
             self._pool.shutdown(wait=True, cancel_futures=True)

@@ -16,7 +16,12 @@ Where points go (docs/cluster.md, "Which container serves what"): Katib runs the
 ``submit_final(job, state)`` reports a trial's end (``complete``/``failed``/``pruned``) once to the
 same services (``RemotePruner.report_final``).
 
-``PruningForwarder.submit(job, point)`` never blocks and never raises: it replaces any point of the
+``PruningForwarder.submit(job, point)`` never blocks and never raises. A point of an Experiment found
+to route nowhere (stock algorithm, no ``katib-progress`` early stopping, or absent) is counted
+``not_pruned`` at once, without queueing or waking a worker, until ``unrouted_ttl_s`` (the Experiment
+cache's TTL) has passed and it is looked up again: Katib lets only the trial counts of an Experiment
+change (katib pkg/webhook/v1beta1/experiment/validator/validator.go, ``ValidateExperiment``), so the
+routes of a name change only when the Experiment is recreated. Otherwise it replaces any point of the
 same TrainJob still waiting (only the latest matters: the engines are idempotent per (trial, seq)
 and see every point they need through the curve's latest values), and when ``max_pending`` jobs
 wait it drops the oldest one. Worker threads take points in arrival order (never two of one job at
@@ -126,8 +131,11 @@ class PruningForwarder:
         client_factory: Callable[[str, float], RemotePruner],
         clock: Callable[[], float] = time.monotonic,
         on_notice: Callable[[ExperimentInfo, str], object] | None = None,
+        unrouted_ttl_s: float = 30.0,
     ) -> None:
         self.settings = settings or ForwarderSettings()
+        self._unrouted_ttl_s = unrouted_ttl_s
+        self._unrouted: dict[tuple[str, str], float] = {}  # (namespace, experiment) -> look again at
         self._on_notice = on_notice
         self._noticed: set[tuple[str, str]] = set()
         self._reported: set[str] = set()
@@ -149,6 +157,13 @@ class PruningForwarder:
 
     def submit(self, job: JobRef, point: ProgressPoint) -> None:
         with self._cond:
+            experiment = (job.namespace, job.experiment)
+            until = self._unrouted.get(experiment)
+            if until is not None:
+                if self._clock() < until:
+                    self.counters.inc(POINTS, result="not_pruned")
+                    return
+                del self._unrouted[experiment]
             if self._queue.pop(job.key, None) is not None:
                 self.counters.inc(POINTS, result="superseded")
             elif len(self._queue) >= self.settings.max_pending:
@@ -324,6 +339,8 @@ class PruningForwarder:
             return
         if not routes:
             self.counters.inc(POINTS, result="not_pruned")
+            with self._cond:
+                self._unrouted[(job.namespace, job.experiment)] = self._clock() + self._unrouted_ttl_s
             return
         for route in routes:
             decision = self._call(route, job, _decide(point, route.spec))

@@ -33,6 +33,9 @@ class ObservationDB:
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._lock = threading.Lock()
+        # SQLite has one writer: threads of this process take turns here rather than in SQLite's busy
+        # handler, which sleeps 1, 2, 5, 10... ms between tries (another process still waits there).
+        self._write_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         conn = self._conn()
@@ -67,6 +70,11 @@ class ObservationDB:
         if not rows:
             return 0
         conn = self._conn()
+        with self._write_lock:
+            return self._insert(conn, trial, rows, idempotent=idempotent)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, trial: str, rows: Sequence[Row], *, idempotent: bool) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if idempotent:

@@ -94,15 +94,19 @@ class _DBManagerServicer(_pb_grpc.DBManagerServicer):
             if not request.trial_name:
                 raise _InvalidArgumentError("trial_name: must not be empty")
             rows: list[Row] = []
+            times: dict[str, int] = {}  # the rows of one snapshot share a timestamp: parse it once
             for index, log in enumerate(request.observation_log.metric_logs):
-                if log.time_stamp == "":
+                stamp = log.time_stamp
+                if stamp == "":
                     continue  # Katib skips MetricLogs without a timestamp
-                field = f"observation_log.metric_logs[{index}]"
                 if not log.HasField("metric") or not log.metric.name:
+                    field = f"observation_log.metric_logs[{index}]"
                     raise _InvalidArgumentError(f"{field}.metric.name: must not be empty")
-                rows.append(
-                    (_time_us(log.time_stamp, f"{field}.time_stamp"), log.metric.name, log.metric.value)
-                )
+                micros = times.get(stamp)
+                if micros is None:
+                    field = f"observation_log.metric_logs[{index}].time_stamp"
+                    micros = times[stamp] = _time_us(stamp, field)
+                rows.append((micros, log.metric.name, log.metric.value))
             self._db.insert(request.trial_name, rows, idempotent=self._idempotent)
             self._advertise(context)
             return pb.ReportObservationLogReply()
