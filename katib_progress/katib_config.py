@@ -49,7 +49,19 @@ from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
 
 #: The search algorithms our suggestion image serves, registered as ``kp-<name>`` so Katib's stock
 #: entries (``tpe``, ``random``...) keep their upstream images (the service strips the prefix).
-ALGORITHMS = ("tpe", "multivariate-tpe", "cmaes", "random", "grid", "gp", "qmc")
+ALGORITHMS = (
+    "tpe",
+    "multivariate-tpe",
+    "cmaes",
+    "random",
+    "grid",
+    "gp",
+    "qmc",
+    # Katib's own names for what the samplers above serve (docs/suggestion.md)
+    "sobol",
+    "bayesianoptimization",
+    "hyperband",
+)
 TRAINJOB_RESOURCE = "TrainJob.v1alpha1.trainer.kubeflow.org"
 #: pkg/apis/config/v1beta1/defaults.go ``DefaultTrialResources``: what Katib uses for an absent/empty list.
 KATIB_DEFAULT_TRIAL_RESOURCES = ("Job.v1.batch",)

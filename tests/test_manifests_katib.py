@@ -23,7 +23,10 @@ KATIB_DIR = ROOT / "manifests" / "katib"
 UPSTREAM = KATIB_DIR / "upstream"
 STOCK = UPSTREAM / "katib-config.standalone.yaml"
 SHIPPED = KATIB_DIR / "katib-config.yaml"
-OUR_ALGORITHMS = {"kp-tpe", "kp-multivariate-tpe", "kp-cmaes", "kp-random", "kp-grid", "kp-gp", "kp-qmc"}
+OUR_ALGORITHMS = {
+    *("kp-tpe", "kp-multivariate-tpe", "kp-cmaes", "kp-random", "kp-grid", "kp-gp", "kp-qmc"),
+    *("kp-sobol", "kp-bayesianoptimization", "kp-hyperband"),
+}
 TRAINJOB = "TrainJob.v1alpha1.trainer.kubeflow.org"
 
 
