@@ -21,11 +21,9 @@ from .conftest import experiment_doc, sweep
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "local" / "katib-examples"
 ALL = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
-# What the suggestion service may refuse (Katib names it may not accept yet; the message names the fix).
+# What the suggestion service refuses, with a message naming the fix (docs/local.md's table).
 MAYBE_REJECTED = {
-    "sobol": "qmc",
-    "bayesian-optimization": "gp",
-    "hyperband": "hyperband",
+    "hyperband": "earlyStopping.algorithmName must be 'katib-progress'",
     "hyperopt-distribution": "normal",  # distribution normal: refused by the suggestion service today
 }
 
