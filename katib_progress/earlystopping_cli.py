@@ -15,6 +15,11 @@ on ``trials`` and ``trials/status`` in that namespace (composer.go ``DesiredDepl
 ``DesiredRBAC``), unless katib-config names a ``serviceAccountName`` for the suggestion, in which
 case that account needs the same Role. Out of a cluster (tests, a laptop): ``$POD_NAMESPACE``, else
 the kubeconfig's current-context namespace, else ``default``.
+
+After a restart the hub rebuilds each experiment's engine the first time it meets the experiment,
+from the experiment's Trials in that namespace and their rows in Katib's DB manager (``--db-manager``,
+default Katib's address); a failure to read them leaves the engine empty with a warning
+(katib_progress.earlystopping_history).
 """
 
 from __future__ import annotations
