@@ -125,6 +125,7 @@ def test_a_restarted_process_decides_like_one_that_never_stopped(
     cluster = Cluster(kube, store, experiment)
     # a trial of another experiment in the same namespace is not part of this one's history
     cluster.objects.trial("other-x", "other")
+    cluster.end("other-x", "succeeded")
     half = len(events) // 2
 
     first = _serve(cluster.history())
