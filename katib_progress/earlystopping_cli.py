@@ -15,6 +15,11 @@ on ``trials`` and ``trials/status`` in that namespace (composer.go ``DesiredDepl
 ``DesiredRBAC``), unless katib-config names a ``serviceAccountName`` for the suggestion, in which
 case that account needs the same Role. Out of a cluster (tests, a laptop): ``$POD_NAMESPACE``, else
 the kubeconfig's current-context namespace, else ``default``.
+
+After a restart the hub rebuilds each experiment's engine the first time it meets the experiment,
+from the experiment's Trials in that namespace and their rows in Katib's DB manager (``--db-manager``,
+default Katib's address); a failure to read them leaves the engine empty with a warning
+(katib_progress.earlystopping_history).
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 _log = logging.getLogger(__name__)
 _GRACE_S = 5.0
@@ -43,6 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--kubeconfig", default=None, help="kubeconfig (default: in-cluster, then $KUBECONFIG)"
     )
     serve.add_argument("--namespace", default=None, help="the Trials' namespace (default: the pod's own)")
+    serve.add_argument(
+        "--db-manager",
+        default=None,
+        metavar="HOST:PORT",
+        help="Katib's DB manager, read to rebuild pruning after a restart "
+        "(default: Katib's, katib-db-manager.kubeflow:6789 or its KATIB_DB_MANAGER_SERVICE_* env)",
+    )
     serve.set_defaults(func=serve_command)
 
 
@@ -70,21 +86,36 @@ def pod_namespace(sa_file: Path = SA_NAMESPACE) -> str:
 def serve_command(args: argparse.Namespace) -> int:
     # Imported here: gRPC, Katib's protos and the Kubernetes client cost start-up time (`--help`).
     from katib_progress.collector.enforce import Enforcer
+    from katib_progress.collector.katib.readback import StoredRowsReader
     from katib_progress.collector.kube import load_api_client
+    from katib_progress.earlystopping_history import ClusterHistory, default_db_manager_address
     from katib_progress.suggestion.server import create_early_stopping_server
 
     namespace = args.namespace or pod_namespace()
+    api_clients: list[ApiClient] = []
     enforcers: list[Enforcer] = []
 
-    def on_trial_stopped(experiment: str, trial: str) -> None:
+    def api_client() -> ApiClient:
         # the Kubernetes client is built on first use: live pruning needs none, and a missing
-        # configuration fails only SetTrialStatus (with the reason), never the whole service
+        # configuration fails only SetTrialStatus (with the reason) or empties a rebuilt engine
+        # (with a warning), never the whole service
+        if not api_clients:
+            api_clients.append(load_api_client(args.kubeconfig))
+        return api_clients[0]
+
+    def on_trial_stopped(experiment: str, trial: str) -> None:
         if not enforcers:
-            enforcers.append(Enforcer(load_api_client(args.kubeconfig)))
+            enforcers.append(Enforcer(api_client()))
         enforcers[0].mark_stopped(namespace, trial)
 
-    server = create_early_stopping_server(args.address or ["0.0.0.0:6788"], on_trial_stopped=on_trial_stopped)
-    _log.info("early stopping: Trials of namespace %s", namespace)
+    db_manager = args.db_manager or default_db_manager_address()
+    history = ClusterHistory(api_client, namespace, StoredRowsReader(db_manager))
+    server = create_early_stopping_server(
+        args.address or ["0.0.0.0:6788"], on_trial_stopped=on_trial_stopped, history=history
+    )
+    _log.info(
+        "early stopping: Trials of namespace %s, pruning history from DB manager %s", namespace, db_manager
+    )
     server.serve_until_signalled(_GRACE_S)
     _log.info("early-stopping service stopped")
     return 0

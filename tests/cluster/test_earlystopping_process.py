@@ -18,6 +18,7 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
+from katib_progress.collector.store import start_store_server
 from katib_progress.earlystopping_cli import pod_namespace
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import KATIB, Objects
@@ -26,7 +27,7 @@ pb: Any = _pb
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start(kubeconfig: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(kubeconfig)}
     env.pop("POD_NAMESPACE", None)
     with log.open("wb") as out:
@@ -39,6 +40,7 @@ def _start(kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
                 "serve",
                 "--address",
                 "127.0.0.1:0",
+                *extra,
             ],
             env=env,
             cwd=ROOT,
@@ -99,3 +101,46 @@ def test_pod_namespace_prefers_the_service_account_file(tmp_path: Path, monkeypa
     monkeypatch.setenv("POD_NAMESPACE", "other")
     assert pod_namespace(sa) == "katib-ns"
     assert pod_namespace(tmp_path / "missing") == "other"
+
+
+def test_serve_rebuilds_an_experiment_from_the_trials_and_the_db_manager(
+    kube: KubeStandin, tmp_path: Path
+) -> None:
+    """``--db-manager`` names the DB manager the restarted process reads the stored curves from."""
+    kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig", namespace="team-b")
+    objects = Objects(kube.api_client())
+    objects.trial("exp-a", "exp", namespace="team-b")
+    store = start_store_server(tmp_path / "observations.sqlite")
+    try:
+        rows = [
+            pb.MetricLog(time_stamp=f"2026-01-01T00:00:0{i}Z", metric=pb.Metric(name=name, value=value))
+            for i in range(3)
+            for name, value in (("trainjob/progress", str(30 * (i + 1))), ("loss", str(1.0 / (i + 1))))
+        ]
+        with grpc.insecure_channel(store.address) as channel:
+            pb_grpc.DBManagerStub(channel).ReportObservationLog(
+                pb.ReportObservationLogRequest(
+                    trial_name="exp-a", observation_log=pb.ObservationLog(metric_logs=rows)
+                ),
+                timeout=10,
+            )
+        log = tmp_path / "es.log"
+        proc, address = _start(kubeconfig, log, "--db-manager", store.address)
+        try:
+            with grpc.insecure_channel(address) as channel:
+                objective = pb.ObjectiveSpec(type=pb.MINIMIZE, objective_metric_name="loss")
+                spec = pb.EarlyStoppingSpec(algorithm_name="katib-progress")
+                experiment = pb.Experiment(
+                    name="exp", spec=pb.ExperimentSpec(objective=objective, early_stopping=spec)
+                )
+                pb_grpc.EarlyStoppingStub(channel).GetEarlyStoppingRules(
+                    pb.GetEarlyStoppingRulesRequest(experiment=experiment), timeout=30
+                )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+    finally:
+        store.stop(0)
+    text = log.read_text()
+    assert "experiment exp: loaded 3 stored points of 1 trial(s), 0 ended" in text, text
+    assert "experiment exp: rebuilt from 3 stored points" in text, text

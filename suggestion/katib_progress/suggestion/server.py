@@ -31,7 +31,7 @@ from katib_progress.suggestion._registry import StudyRegistry
 from katib_progress.suggestion.katib import early_stopping as early_stopping_api
 from katib_progress.suggestion.katib.early_stopping import TrialStopped
 from katib_progress.suggestion.katib.servicer import HEALTH_SERVICE_NAME, SERVICE_NAME, SuggestionServicer
-from katib_progress.suggestion.pruning.service import PruningHub
+from katib_progress.suggestion.pruning.service import HistoryLoader, PruningHub
 
 _log = logging.getLogger(__name__)
 
@@ -46,12 +46,13 @@ class SuggestionServer:
         suggestion: bool = True,
         early_stopping: bool = True,
         on_trial_stopped: TrialStopped | None = None,
+        history: HistoryLoader | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("addresses: at least one address is needed")
         pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="suggestion")
         self._server = grpc.server(pool)
-        self.hub = PruningHub()
+        self.hub = PruningHub(history)
         names = [""]
         self.registry: StudyRegistry | None = None
         if suggestion:
@@ -121,10 +122,16 @@ def create_server(
 
 
 def create_early_stopping_server(
-    addresses: Sequence[str], *, on_trial_stopped: TrialStopped | None = None
+    addresses: Sequence[str],
+    *,
+    on_trial_stopped: TrialStopped | None = None,
+    history: HistoryLoader | None = None,
 ) -> SuggestionServer:
     """The early-stopping container's server: Katib EarlyStopping + our Pruning API + health.
 
     ``on_trial_stopped(experiment, trial)`` runs when Katib's SetTrialStatus names a trial (the
-    app layer marks the Trial EarlyStopped, as Katib's medianstop does)."""
-    return SuggestionServer(addresses, suggestion=False, on_trial_stopped=on_trial_stopped)
+    app layer marks the Trial EarlyStopped, as Katib's medianstop does). ``history(experiment)``
+    gives the hub an experiment's stored points and trial ends the first time it meets the
+    experiment, so a restarted process rebuilds its engines (the app layer reads them from the
+    Trials and Katib's DB manager: katib_progress.earlystopping_history)."""
+    return SuggestionServer(addresses, suggestion=False, on_trial_stopped=on_trial_stopped, history=history)

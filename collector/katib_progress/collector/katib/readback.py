@@ -67,6 +67,11 @@ class StoredRowsReader:
                 rows += self._get(pb.GetObservationLogRequest(trial_name=trial, metric_name=name))
         return rows
 
+    def all_rows(self, trial: str) -> list[MetricRow]:
+        """Every stored row of ``trial``: one ``GetObservationLog`` with an empty metric name (Katib's
+        DB manager then filters on the trial only, pkg/db/v1beta1/mysql/mysql.go ``GetObservationLog``)."""
+        return self._get(pb.GetObservationLogRequest(trial_name=trial))
+
     def stored_seq(self, trial: str) -> int | None:
         """The greatest snapshot sequence number stored for ``trial`` (None: no snapshot stored)."""
         seqs = []
