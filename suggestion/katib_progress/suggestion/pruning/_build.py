@@ -23,6 +23,7 @@ from optuna.pruners import (
 from katib_progress.core.errors import ConfigError
 from katib_progress.suggestion.pruning._history import Direction
 from katib_progress.suggestion.pruning.config import OPTUNA_POLICIES, PruningConfig
+from katib_progress.suggestion.pruning.policies.adaptive import AdaptiveWarmupPolicy
 from katib_progress.suggestion.pruning.policies.base import AnyOf, NopPolicy, Policy
 from katib_progress.suggestion.pruning.policies.budget import BudgetPolicy
 from katib_progress.suggestion.pruning.policies.cost import CostGuard
@@ -94,6 +95,21 @@ def _extrapolation(c: PruningConfig) -> Policy:
     return ExtrapolationPolicy(min_progress=c.extrapolation_min_progress, p_threshold=c.extrapolation_p)
 
 
+def _adaptive(c: PruningConfig) -> Policy:
+    return AdaptiveWarmupPolicy(
+        direction=Direction(c.direction),
+        strategy=c.strategy,
+        grid_step=c.grid_step,
+        rho=c.adaptive_rho,
+        min_finished=c.adaptive_min_finished,
+        confidence=c.adaptive_confidence,
+        percentile=c.adaptive_percentile,
+        step=c.adaptive_step,
+        fallback_progress=c.adaptive_fallback_progress,
+        min_peers=c.min_trials,
+    )
+
+
 def _optuna(name: str) -> Callable[[PruningConfig], Policy]:
     def build(c: PruningConfig) -> Policy:
         percentile = {"median": 50.0, "percentile": c.percentile}.get(name)
@@ -133,6 +149,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         PolicyEntry("budget", "outer", _budget),
         PolicyEntry("stall", "guarded", _stall),
         PolicyEntry("extrapolation", "guarded", _extrapolation),
+        PolicyEntry("adaptive", "guarded", _adaptive),
         *(PolicyEntry(name, "guarded", _optuna(name)) for name in OPTUNA_POLICIES),
         PolicyEntry("nop", "outer", None),
     )

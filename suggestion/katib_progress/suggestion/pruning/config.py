@@ -21,7 +21,7 @@ from katib_progress.suggestion.pruning._history import Direction, Strategy, defa
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
-OWN_POLICIES = ("divergence", "stall", "extrapolation", "budget", "nop")
+OWN_POLICIES = ("divergence", "stall", "extrapolation", "adaptive", "budget", "nop")
 POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
 #: What ``default`` expands to (see docs/pruning.md for the reasoning).
 DEFAULT_POLICIES = ("divergence", "stall", "percentile")
@@ -69,6 +69,13 @@ class PruningConfig(BaseModel):
     stall_alone_only: bool = True
     extrapolation_min_progress: float = Field(default=30.0, ge=0, lt=100)
     extrapolation_p: float = Field(default=0.05, gt=0, lt=1)
+    # Adaptive warm-up (policy ``adaptive``)
+    adaptive_rho: float = Field(default=0.8, gt=0, le=1)
+    adaptive_min_finished: int = Field(default=4, ge=3)
+    adaptive_confidence: float = Field(default=1.0, ge=0)
+    adaptive_percentile: float = Field(default=50.0, gt=0, lt=100)
+    adaptive_step: float = Field(default=5.0, gt=0, lt=100)
+    adaptive_fallback_progress: float = Field(default=50.0, ge=0, lt=100)
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)

@@ -1,5 +1,6 @@
 """Pruning policies: each one class with one ``decide(ctx) -> Decision`` method."""
 
+from katib_progress.suggestion.pruning.policies.adaptive import AdaptiveWarmupPolicy
 from katib_progress.suggestion.pruning.policies.base import AnyOf, NopPolicy, Policy, PolicyContext
 from katib_progress.suggestion.pruning.policies.budget import BudgetPolicy
 from katib_progress.suggestion.pruning.policies.cost import CostGuard
@@ -9,6 +10,7 @@ from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrune
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 
 __all__ = [
+    "AdaptiveWarmupPolicy",
     "AnyOf",
     "BudgetPolicy",
     "CostGuard",
