@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -72,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC's C core reads its log threshold once, when grpc is first imported (no handler has imported
+    # it yet); without this grpcio >= 1.6x may print INFO lines ("Got goaway" when a loopback server
+    # stops) to stderr, around our own logging. A user's GRPC_VERBOSITY still wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, json_lines=args.log_json)
