@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class FakeHub:
     """Stands in for the PruningHub: a registered service and learning curves."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: object = None) -> None:
+        self.history = history  # the server passes its HistoryLoader (None: nothing to rebuild from)
         self.registered = 0
         self.asked: list[tuple[str, str]] = []
 
@@ -45,8 +46,8 @@ class FakeHub:
 def test_pruning_hub_is_registered_and_serves_curves(monkeypatch) -> None:
     hubs: list[FakeHub] = []
 
-    def make_hub() -> FakeHub:
-        hubs.append(FakeHub())
+    def make_hub(history: object = None) -> FakeHub:
+        hubs.append(FakeHub(history))
         return hubs[-1]
 
     monkeypatch.setattr(server_module, "PruningHub", make_hub)
