@@ -24,6 +24,7 @@ from katib_progress.suggestion._domain import (
     Direction,
     ExperimentSpec,
     ParamSpec,
+    ReportedTrial,
     Suggestion,
     TrialRecord,
     TrialState,
@@ -148,7 +149,7 @@ class ExperimentStudy:
 
     # -- syncing Katib's trial list --------------------------------------------------------
 
-    def sync(self, trials: Sequence[TrialRecord]) -> None:
+    def sync(self, trials: Sequence[ReportedTrial]) -> None:
         """Record what Katib reports: new trials are added, finished ones are told."""
         current = {t.name for t in trials}
         self._tell_vanished(current)
@@ -188,7 +189,7 @@ class ExperimentStudy:
                 "pruned" if curve else "failed",
             )
 
-    def _params(self, record: TrialRecord) -> dict[str, Any] | None:
+    def _params(self, record: ReportedTrial) -> dict[str, Any] | None:
         given = dict(record.assignments)
         params: dict[str, Any] = {}
         for param in self.checked.space.params:
@@ -202,7 +203,7 @@ class ExperimentStudy:
                 return None
         return params
 
-    def _add(self, record: TrialRecord, index: int | None) -> None:
+    def _add(self, record: ReportedTrial, index: int | None) -> None:
         params = self._params(record)
         if params is None:
             self._unusable.add(record.name)
@@ -229,7 +230,7 @@ class ExperimentStudy:
         self._number[record.name] = self._n_trials
         self._n_trials += 1
 
-    def _finish(self, record: TrialRecord, handle: optuna.Trial) -> None:
+    def _finish(self, record: ReportedTrial, handle: optuna.Trial) -> None:
         outcome = self._outcome(record)
         for step, value in sorted(outcome.intermediate.items()):
             handle.report(value, step)
@@ -239,7 +240,7 @@ class ExperimentStudy:
             self.study.tell(handle, state=outcome.state)
         del self._open[record.name]
 
-    def _objective(self, record: TrialRecord) -> float | None:
+    def _objective(self, record: ReportedTrial) -> float | None:
         text = record.observation.get(self.checked.spec.objective_metric)
         if text is None:
             return None
@@ -249,7 +250,7 @@ class ExperimentStudy:
             return None
         return value if math.isfinite(value) else None
 
-    def _curve(self, record: TrialRecord) -> dict[int, float]:
+    def _curve(self, record: ReportedTrial) -> dict[int, float]:
         if self._curves is None:
             return {}
         try:
@@ -259,7 +260,7 @@ class ExperimentStudy:
             return {}
         return {round(p): float(v) for p, v in points if math.isfinite(p) and math.isfinite(v)}
 
-    def _outcome(self, record: TrialRecord) -> _Outcome:
+    def _outcome(self, record: ReportedTrial) -> _Outcome:
         state = _STATES[record.state]
         value = self._objective(record)
         if record.state is TrialState.COMPLETE:
