@@ -5,8 +5,9 @@ only on the seed and the study's trials, not on how long the process has lived: 
 from Katib's trial list continues exactly where it was. ``AskSamplers`` keeps one sampler per
 experiment and, before each ask, puts every random state in it into the state a sampler freshly
 built with that ask's seed would have; what else the sampler keeps (the search-space intersection
-it updates incrementally) is a function of the study's trials. Building a sampler per ask made
-Optuna recompute that intersection over every trial on every ask.
+it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
+trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
+ask.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import warnings
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
 
+from katib_progress.suggestion._cma import KeptCmaEsSampler
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
     BayesianOptimizationSettings,
@@ -31,11 +33,11 @@ from katib_progress.suggestion._settings import (
 from katib_progress.suggestion._space import Space
 
 
-def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> BaseSampler:
+def make_sampler(
+    algorithm: str, settings: AlgorithmSettings, seed: int, space: dict[str, BaseDistribution]
+) -> BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        # Optuna 4.9 deprecated CmaEsSampler(sigma0=...); it still works and Katib's image has it.
-        warnings.simplefilter("ignore", FutureWarning)
         if isinstance(settings, TPESettings):
             return optuna.samplers.TPESampler(
                 n_startup_trials=settings.n_startup_trials,
@@ -45,9 +47,7 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
                 constant_liar=True,
             )
         if isinstance(settings, CmaEsSettings):
-            return optuna.samplers.CmaEsSampler(
-                sigma0=settings.sigma, seed=seed, warn_independent_sampling=False
-            )
+            return KeptCmaEsSampler(space, sigma0=settings.sigma, seed=seed)
         if isinstance(settings, GPSettings):
             return optuna.samplers.GPSampler(
                 seed=seed,
@@ -92,14 +92,18 @@ def _reseed(sampler: BaseSampler, seed: int) -> int:
 class AskSamplers:
     """The sampler for each ask of one experiment (not thread-safe: the registry serialises asks)."""
 
-    def __init__(self, algorithm: str, settings: AlgorithmSettings, seed: int) -> None:
+    def __init__(
+        self, algorithm: str, settings: AlgorithmSettings, seed: int, space: dict[str, BaseDistribution]
+    ) -> None:
         self._algorithm = algorithm
         self._settings = settings
-        self._kept = None if isinstance(settings, _FRESH_PER_ASK) else make_sampler(algorithm, settings, seed)
+        self._space = space
+        fresh = isinstance(settings, _FRESH_PER_ASK)
+        self._kept = None if fresh else make_sampler(algorithm, settings, seed, space)
 
     def for_ask(self, seed: int) -> BaseSampler:
         if self._kept is None:
-            return make_sampler(self._algorithm, self._settings, seed)
+            return make_sampler(self._algorithm, self._settings, seed, self._space)
         reseed(self._kept, seed)
         return self._kept
 

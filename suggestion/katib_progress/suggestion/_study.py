@@ -95,7 +95,9 @@ class ExperimentStudy:
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
         self._names = NameIndex(spec.name, checked.seed)
-        self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed)
+        self._samplers = AskSamplers(
+            spec.algorithm, checked.settings, checked.seed, checked.space.distributions()
+        )
         direction = (
             optuna.study.StudyDirection.MAXIMIZE
             if spec.direction is Direction.MAXIMIZE
