@@ -22,10 +22,12 @@ import numpy as np
 import optuna
 from optuna._transform import _SearchSpaceTransform
 from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
-from optuna.samplers import BaseSampler, RandomSampler
+from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+
+from katib_progress.suggestion._random import SpaceRandomSampler
 
 GENERATION_ATTR = "kp:cma:generation"
 TOLD_ATTR = "kp:cma:told"
@@ -49,39 +51,41 @@ class KeptCmaEsSampler(BaseSampler):
         self._trans = _SearchSpaceTransform(self._space, transform_step=True, transform_0_1=True)
         self._sigma0 = sigma0
         self._rng = LazyRandomState(seed)
-        self._independent = RandomSampler(seed=seed)
+        # Parameters CMA-ES doesn't handle, and all of them until a trial has completed, are
+        # sampled at random (CmaEsSampler's independent sampler is a RandomSampler).
+        self._random = SpaceRandomSampler(space, seed=seed)
+        self._full = dict(space)
         # Only the per-ask seed below reaches the optimizer's sampling, so this seed changes nothing
         # a suggestion depends on; it is fixed per experiment so a replay builds the same object.
         self._init_seed = int(np.random.RandomState(seed).randint(1, 2**31 - 2))
-        self._cma: Any = None  # cmaes.CMA, imported when first needed
+        # cmaes imports SciPy (0.7 s): when the experiment's study is made, not in a later call.
+        import cmaes
+
+        self._cma_class: Any = cmaes.CMA
+        self._cma: Any = None
         self._members: dict[int, list[int]] = {}  # generation -> trial ids sampled in it, in order
         self._replayed = False
 
     def reseed_rng(self) -> None:
         self._rng.rng.seed()
-        self._independent.reseed_rng()
+        self._random.reseed_rng()
 
     def infer_relative_search_space(
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        return dict(self._space)
+        return dict(self._full)
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
-        return self._independent.sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self._independent.before_trial(study, trial)
-
-    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
-        self._independent.after_trial(study, trial, state, values)
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
 
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if not search_space:
-            return {}
+        values = self._random.sample_relative(study, trial, search_space)
+        if not self._space:
+            return values
         if self._cma is None:
             if not self._replayed:
                 self._replayed = True
@@ -89,7 +93,7 @@ class KeptCmaEsSampler(BaseSampler):
             # CmaEsSampler(n_startup_trials=1): independent sampling until a trial has completed.
             if self._cma is None:
                 if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-                    return {}
+                    return values
                 self._cma = self._new_optimizer()
         cma = self._cma
         storage = study._storage
@@ -111,17 +115,16 @@ class KeptCmaEsSampler(BaseSampler):
         x = cma.ask()
         storage.set_trial_system_attr(trial._trial_id, GENERATION_ATTR, cma.generation)
         self._members.setdefault(cma.generation, []).append(trial._trial_id)
-        return self._trans.untransform(x)
+        values.update(self._trans.untransform(x))
+        return values
 
     def _new_optimizer(self) -> Any:
-        import cmaes
-
         # CmaEsSampler._init_optimizer: mean at the centre of the bounds, sigma0 = min range / 6
         # unless given, n_max_resampling = 10 * dimensions, cmaes' default population size.
         bounds = self._trans.bounds
         lower, upper = bounds[:, 0], bounds[:, 1]
         sigma0 = float(np.min((upper - lower) / 6)) if self._sigma0 is None else self._sigma0
-        return cmaes.CMA(
+        return self._cma_class(
             mean=lower + (upper - lower) / 2,
             sigma=max(sigma0, 1e-10),
             bounds=bounds,

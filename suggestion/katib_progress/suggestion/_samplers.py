@@ -22,6 +22,7 @@ from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
 
 from katib_progress.suggestion._cma import KeptCmaEsSampler
+from katib_progress.suggestion._random import SpaceRandomSampler
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
     BayesianOptimizationSettings,
@@ -60,7 +61,7 @@ def make_sampler(
                 seed=seed, n_startup_trials=settings.n_initial_points, warn_independent_sampling=False
             )
     # random, hyperband, and the base sampler under grid and qmc (whose params are fixed before asking)
-    return optuna.samplers.RandomSampler(seed=seed)
+    return SpaceRandomSampler(space, seed=seed)
 
 
 #: Samplers that keep history-dependent state besides their random states (GPSampler warm-starts
