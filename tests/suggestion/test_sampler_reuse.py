@@ -76,3 +76,29 @@ def test_cmaes_tells_each_generation_once_with_its_first_completed_trials(start_
         assert all(by_number[n].state is TrialState.COMPLETE for n in numbers)
     assert len({len(numbers) for numbers in tells}) == 1, "one population size"
     assert max(t.system_attrs.get(GENERATION_ATTR, -1) for t in trials) == len(tells)
+
+
+@pytest.mark.parametrize("algorithm", ["cmaes", "random"])
+def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
+    start_server, monkeypatch, algorithm
+) -> None:
+    """A sampler built per ask replays cmaes' generations from the trial attributes: the kept
+    optimizer must be in exactly that state (for random: the reseed covers every random state)."""
+    from katib_progress.suggestion import _samplers
+
+    def run() -> list:
+        server = start_server()
+        katib = FakeKatib(
+            server.bound_addresses[0],
+            experiment(algorithm=algorithm, settings={"random_state": "5"}, max_trials=45),
+        )
+        katib.run(until=45, parallel=3, fail_every=7)
+        return katib.replies
+
+    kept = run()
+
+    def fresh(self, seed):
+        return _samplers.make_sampler(self._algorithm, self._settings, seed, self._space)
+
+    monkeypatch.setattr(_samplers.AskSamplers, "for_ask", fresh)
+    assert run() == kept
