@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import optuna
 from optuna.storages import BaseStorage
+from optuna.study._tell import _tell_with_warning
 from optuna.trial import FrozenTrial
 
 from katib_progress.suggestion._checks import CheckedExperiment, resource_value
@@ -181,9 +182,9 @@ class ExperimentStudy:
             if curve:
                 for step, value in sorted(curve.items()):
                     handle.report(value, step)
-                self.study.tell(handle, state=optuna.trial.TrialState.PRUNED)
+                self._tell(handle, state=optuna.trial.TrialState.PRUNED)
             else:
-                self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
+                self._tell(handle, state=optuna.trial.TrialState.FAIL)
             _log.info(
                 "trial %s is no longer reported by Katib (MetricsUnavailable, or EarlyStopped without an "
                 "observation): recorded as %s",
@@ -237,10 +238,18 @@ class ExperimentStudy:
         for step, value in sorted(outcome.intermediate.items()):
             handle.report(value, step)
         if outcome.state is optuna.trial.TrialState.COMPLETE:
-            self.study.tell(handle, outcome.value)
+            self._tell(handle, outcome.value)
         else:
-            self.study.tell(handle, state=outcome.state)
+            self._tell(handle, state=outcome.state)
         del self._open[record.name]
+
+    def _tell(
+        self, handle: optuna.Trial, value: float | None = None, state: optuna.trial.TrialState | None = None
+    ) -> None:
+        """``Study.tell`` without the deep copy of the finished trial it returns (optuna/study/
+        study.py ``Study.tell`` = ``_tell_with_warning`` + ``copy.deepcopy``): every trial Katib
+        reported finished was deep-copied for a return value nobody read."""
+        _tell_with_warning(study=self.study, trial=handle, value_or_values=value, state=state)
 
     def _objective(self, record: ReportedTrial) -> float | None:
         text = record.observation.get(self.checked.spec.objective_metric)
@@ -333,7 +342,8 @@ class ExperimentStudy:
         self._open[name] = trial
         self._number[name] = trial.number
         self._n_trials += 1
-        assignments = tuple((p.name, p.format(trial.params[p.name])) for p in checked.space.params)
+        params = trial.params  # a deep copy per access
+        assignments = tuple((p.name, p.format(params[p.name])) for p in checked.space.params)
         return Suggestion(name, assignments)
 
     def trials(self) -> list[FrozenTrial]:
