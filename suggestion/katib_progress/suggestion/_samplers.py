@@ -40,12 +40,15 @@ def make_sampler(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if isinstance(settings, TPESettings):
+            # Optuna 4.9 deprecated prior_weight (removal planned for 6.0); Optuna is pinned to 5.0.
+            warnings.simplefilter("ignore", FutureWarning)
             return optuna.samplers.TPESampler(
                 n_startup_trials=settings.n_startup_trials,
                 n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
                 multivariate=settings.multivariate,
                 constant_liar=True,
+                prior_weight=None if settings.prior_weight == 1.0 else settings.prior_weight,
             )
         if isinstance(settings, CmaEsSettings):
             return KeptCmaEsSampler(space, sigma0=settings.sigma, seed=seed)
