@@ -47,3 +47,58 @@ def test_reseed_gives_the_state_of_a_fresh_sampler() -> None:
     assert kept._independent_sampler._rng.rng.rand() == fresh._independent_sampler._rng.rng.rand()  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match="no random state"):
         reseed(optuna.samplers.BruteForceSampler.__new__(optuna.samplers.BruteForceSampler), 1)
+
+
+def test_cmaes_tells_each_generation_once_with_its_first_completed_trials(start_server) -> None:
+    """The kept CMA-ES optimizer (``_cma.KeptCmaEsSampler``) records what it did in the trials, which
+    is what a restart with storage replays: each told list is the first population_size completed
+    trials of one generation, in order, and generations advance."""
+    from optuna.trial import TrialState
+
+    from katib_progress.suggestion._cma import GENERATION_ATTR, TOLD_ATTR
+
+    server = start_server()
+    katib = FakeKatib(
+        server.bound_addresses[0], experiment(algorithm="cmaes", settings={"random_state": "5"})
+    )
+    katib.run(until=40, parallel=3, fail_every=6)
+    katib.ask(1)  # report the last results
+    study = server.registry.study("exp")
+    assert study is not None
+    trials = study.trials()
+    by_number = {t.number: t for t in trials}
+    tells = [t.system_attrs[TOLD_ATTR] for t in trials if TOLD_ATTR in t.system_attrs]
+    assert len(tells) >= 3
+    for generation, numbers in enumerate(tells):
+        members = [t for t in trials if t.system_attrs.get(GENERATION_ATTR) == generation]
+        completed = [t.number for t in members if t.state is TrialState.COMPLETE]
+        assert numbers == completed[: len(numbers)]
+        assert all(by_number[n].state is TrialState.COMPLETE for n in numbers)
+    assert len({len(numbers) for numbers in tells}) == 1, "one population size"
+    assert max(t.system_attrs.get(GENERATION_ATTR, -1) for t in trials) == len(tells)
+
+
+@pytest.mark.parametrize("algorithm", ["cmaes", "random"])
+def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
+    start_server, monkeypatch, algorithm
+) -> None:
+    """A sampler built per ask replays cmaes' generations from the trial attributes: the kept
+    optimizer must be in exactly that state (for random: the reseed covers every random state)."""
+    from katib_progress.suggestion import _samplers
+
+    def run() -> list:
+        server = start_server()
+        katib = FakeKatib(
+            server.bound_addresses[0],
+            experiment(algorithm=algorithm, settings={"random_state": "5"}, max_trials=45),
+        )
+        katib.run(until=45, parallel=3, fail_every=7)
+        return katib.replies
+
+    kept = run()
+
+    def fresh(self, seed):
+        return _samplers.make_sampler(self._algorithm, self._settings, seed, self._space)
+
+    monkeypatch.setattr(_samplers.AskSamplers, "for_ask", fresh)
+    assert run() == kept

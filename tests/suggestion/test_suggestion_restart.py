@@ -34,10 +34,10 @@ def _uninterrupted(start_server, algorithm: str) -> FakeKatib:
     return katib
 
 
-def _restarted(start_server, algorithm: str, storage: str | None = None) -> FakeKatib:
+def _restarted(start_server, algorithm: str, storage: str | None = None, at: int = 10) -> FakeKatib:
     first = start_server(storage)
     katib = FakeKatib(first.bound_addresses[0], _exp(algorithm), objective=_objective)
-    while len(katib.trials) < 10:
+    while len(katib.trials) < at:
         assert katib.step(until=30, parallel=3, fail_every=7)
     assert katib.running(), "restart while trials are still running"
     first.stop(0)
@@ -148,8 +148,10 @@ def test_restart_before_katib_created_the_last_trials_reuses_no_name(start_serve
     assert names.isdisjoint(t.name for t in katib.trials)
 
 
-def test_cmaes_with_storage_resumes_exactly(start_server, tmp_path) -> None:
-    """CMA-ES keeps its optimizer in trial attributes: stored, they survive a restart."""
+@pytest.mark.parametrize("at", [10, 22])
+def test_cmaes_with_storage_resumes_exactly(start_server, tmp_path, at) -> None:
+    """CMA-ES records its generations and tells in trial attributes: stored, a restart replays them
+    (at 22 of 30 trials, generations have been told before the restart)."""
     live = _uninterrupted(start_server, "cmaes")
-    restarted = _restarted(start_server, "cmaes", storage=f"sqlite:///{tmp_path / 'cma.db'}")
+    restarted = _restarted(start_server, "cmaes", storage=f"sqlite:///{tmp_path / 'cma.db'}", at=at)
     assert restarted.replies == live.replies

@@ -23,6 +23,9 @@ def test_defaults_are_multivariate_with_64_candidates(start_server, algorithm) -
     assert type(sampler).__name__ == "TPESampler"
     assert sampler._multivariate is True and sampler._n_ei_candidates == 64
     assert sampler._n_startup_trials == 10 and sampler._constant_liar is True
+    # multivariate-tpe's prior weight was chosen against Katib's multivariate-tpe, tpe's is Optuna's
+    expected = 1.5 if algorithm == "multivariate-tpe" else 1.0
+    assert sampler._parzen_estimator_parameters.prior_weight == expected
 
 
 def test_katib_setting_names_and_the_independent_tpe(start_server) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from katib_progress.core.errors import PermanentError
 
@@ -93,6 +94,24 @@ class TrialRecord:
     assignments: tuple[tuple[str, str], ...]
     state: TrialState
     observation: Observation = Observation()
+
+
+class ReportedTrial(Protocol):
+    """What the study reads of a trial Katib reports: a ``TrialRecord``, or a view that reads the
+    request on demand (the study needs every trial's name and state on each call, but the
+    assignments and observation only of trials it has not recorded or finished yet)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> TrialState: ...
+
+    @property
+    def assignments(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def observation(self) -> Observation: ...
 
 
 @dataclass(frozen=True, slots=True)

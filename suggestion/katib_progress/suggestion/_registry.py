@@ -13,7 +13,7 @@ import sqlalchemy
 from optuna.storages import BaseStorage
 
 from katib_progress.suggestion._checks import check_experiment
-from katib_progress.suggestion._domain import ExperimentSpec, Suggestion, TrialRecord
+from katib_progress.suggestion._domain import ExperimentSpec, ReportedTrial, Suggestion
 from katib_progress.suggestion._study import CurveSource, ExperimentStudy, spec_fingerprint
 
 _log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class StudyRegistry:
         check_experiment(spec)
 
     def suggest(
-        self, spec: ExperimentSpec, trials: Sequence[TrialRecord], count: int, total: int = 0
+        self, spec: ExperimentSpec, trials: Sequence[ReportedTrial], count: int, total: int = 0
     ) -> list[Suggestion]:
         """Sync Katib's ``trials`` into the experiment's study and return ``count`` new trials."""
         with self._lock:

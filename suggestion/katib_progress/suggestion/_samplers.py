@@ -5,8 +5,9 @@ only on the seed and the study's trials, not on how long the process has lived: 
 from Katib's trial list continues exactly where it was. ``AskSamplers`` keeps one sampler per
 experiment and, before each ask, puts every random state in it into the state a sampler freshly
 built with that ask's seed would have; what else the sampler keeps (the search-space intersection
-it updates incrementally) is a function of the study's trials. Building a sampler per ask made
-Optuna recompute that intersection over every trial on every ask.
+it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
+trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
+ask.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import warnings
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
 
+from katib_progress.suggestion._cma import KeptCmaEsSampler
+from katib_progress.suggestion._random import SpaceRandomSampler
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
     BayesianOptimizationSettings,
@@ -31,23 +34,24 @@ from katib_progress.suggestion._settings import (
 from katib_progress.suggestion._space import Space
 
 
-def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> BaseSampler:
+def make_sampler(
+    algorithm: str, settings: AlgorithmSettings, seed: int, space: dict[str, BaseDistribution]
+) -> BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        # Optuna 4.9 deprecated CmaEsSampler(sigma0=...); it still works and Katib's image has it.
-        warnings.simplefilter("ignore", FutureWarning)
         if isinstance(settings, TPESettings):
+            # Optuna 4.9 deprecated prior_weight (removal planned for 6.0); Optuna is pinned to 5.0.
+            warnings.simplefilter("ignore", FutureWarning)
             return optuna.samplers.TPESampler(
                 n_startup_trials=settings.n_startup_trials,
                 n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
                 multivariate=settings.multivariate,
                 constant_liar=True,
+                prior_weight=None if settings.prior_weight == 1.0 else settings.prior_weight,
             )
         if isinstance(settings, CmaEsSettings):
-            return optuna.samplers.CmaEsSampler(
-                sigma0=settings.sigma, seed=seed, warn_independent_sampling=False
-            )
+            return KeptCmaEsSampler(space, sigma0=settings.sigma, seed=seed)
         if isinstance(settings, GPSettings):
             return optuna.samplers.GPSampler(
                 seed=seed,
@@ -60,7 +64,7 @@ def make_sampler(algorithm: str, settings: AlgorithmSettings, seed: int) -> Base
                 seed=seed, n_startup_trials=settings.n_initial_points, warn_independent_sampling=False
             )
     # random, hyperband, and the base sampler under grid and qmc (whose params are fixed before asking)
-    return optuna.samplers.RandomSampler(seed=seed)
+    return SpaceRandomSampler(space, seed=seed)
 
 
 #: Samplers that keep history-dependent state besides their random states (GPSampler warm-starts
@@ -92,14 +96,18 @@ def _reseed(sampler: BaseSampler, seed: int) -> int:
 class AskSamplers:
     """The sampler for each ask of one experiment (not thread-safe: the registry serialises asks)."""
 
-    def __init__(self, algorithm: str, settings: AlgorithmSettings, seed: int) -> None:
+    def __init__(
+        self, algorithm: str, settings: AlgorithmSettings, seed: int, space: dict[str, BaseDistribution]
+    ) -> None:
         self._algorithm = algorithm
         self._settings = settings
-        self._kept = None if isinstance(settings, _FRESH_PER_ASK) else make_sampler(algorithm, settings, seed)
+        self._space = space
+        fresh = isinstance(settings, _FRESH_PER_ASK)
+        self._kept = None if fresh else make_sampler(algorithm, settings, seed, space)
 
     def for_ask(self, seed: int) -> BaseSampler:
         if self._kept is None:
-            return make_sampler(self._algorithm, self._settings, seed)
+            return make_sampler(self._algorithm, self._settings, seed, self._space)
         reseed(self._kept, seed)
         return self._kept
 

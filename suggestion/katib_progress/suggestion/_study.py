@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import optuna
 from optuna.storages import BaseStorage
+from optuna.study._tell import _tell_with_warning
 from optuna.trial import FrozenTrial
 
 from katib_progress.suggestion._checks import CheckedExperiment, resource_value
@@ -24,6 +25,7 @@ from katib_progress.suggestion._domain import (
     Direction,
     ExperimentSpec,
     ParamSpec,
+    ReportedTrial,
     Suggestion,
     TrialRecord,
     TrialState,
@@ -94,7 +96,9 @@ class ExperimentStudy:
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
         self._names = NameIndex(spec.name, checked.seed)
-        self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed)
+        self._samplers = AskSamplers(
+            spec.algorithm, checked.settings, checked.seed, checked.space.distributions()
+        )
         direction = (
             optuna.study.StudyDirection.MAXIMIZE
             if spec.direction is Direction.MAXIMIZE
@@ -148,7 +152,7 @@ class ExperimentStudy:
 
     # -- syncing Katib's trial list --------------------------------------------------------
 
-    def sync(self, trials: Sequence[TrialRecord]) -> None:
+    def sync(self, trials: Sequence[ReportedTrial]) -> None:
         """Record what Katib reports: new trials are added, finished ones are told."""
         current = {t.name for t in trials}
         self._tell_vanished(current)
@@ -178,9 +182,9 @@ class ExperimentStudy:
             if curve:
                 for step, value in sorted(curve.items()):
                     handle.report(value, step)
-                self.study.tell(handle, state=optuna.trial.TrialState.PRUNED)
+                self._tell(handle, state=optuna.trial.TrialState.PRUNED)
             else:
-                self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
+                self._tell(handle, state=optuna.trial.TrialState.FAIL)
             _log.info(
                 "trial %s is no longer reported by Katib (MetricsUnavailable, or EarlyStopped without an "
                 "observation): recorded as %s",
@@ -188,7 +192,7 @@ class ExperimentStudy:
                 "pruned" if curve else "failed",
             )
 
-    def _params(self, record: TrialRecord) -> dict[str, Any] | None:
+    def _params(self, record: ReportedTrial) -> dict[str, Any] | None:
         given = dict(record.assignments)
         params: dict[str, Any] = {}
         for param in self.checked.space.params:
@@ -202,7 +206,7 @@ class ExperimentStudy:
                 return None
         return params
 
-    def _add(self, record: TrialRecord, index: int | None) -> None:
+    def _add(self, record: ReportedTrial, index: int | None) -> None:
         params = self._params(record)
         if params is None:
             self._unusable.add(record.name)
@@ -229,17 +233,25 @@ class ExperimentStudy:
         self._number[record.name] = self._n_trials
         self._n_trials += 1
 
-    def _finish(self, record: TrialRecord, handle: optuna.Trial) -> None:
+    def _finish(self, record: ReportedTrial, handle: optuna.Trial) -> None:
         outcome = self._outcome(record)
         for step, value in sorted(outcome.intermediate.items()):
             handle.report(value, step)
         if outcome.state is optuna.trial.TrialState.COMPLETE:
-            self.study.tell(handle, outcome.value)
+            self._tell(handle, outcome.value)
         else:
-            self.study.tell(handle, state=outcome.state)
+            self._tell(handle, state=outcome.state)
         del self._open[record.name]
 
-    def _objective(self, record: TrialRecord) -> float | None:
+    def _tell(
+        self, handle: optuna.Trial, value: float | None = None, state: optuna.trial.TrialState | None = None
+    ) -> None:
+        """``Study.tell`` without the deep copy of the finished trial it returns (optuna/study/
+        study.py ``Study.tell`` = ``_tell_with_warning`` + ``copy.deepcopy``): every trial Katib
+        reported finished was deep-copied for a return value nobody read."""
+        _tell_with_warning(study=self.study, trial=handle, value_or_values=value, state=state)
+
+    def _objective(self, record: ReportedTrial) -> float | None:
         text = record.observation.get(self.checked.spec.objective_metric)
         if text is None:
             return None
@@ -249,7 +261,7 @@ class ExperimentStudy:
             return None
         return value if math.isfinite(value) else None
 
-    def _curve(self, record: TrialRecord) -> dict[int, float]:
+    def _curve(self, record: ReportedTrial) -> dict[int, float]:
         if self._curves is None:
             return {}
         try:
@@ -259,7 +271,7 @@ class ExperimentStudy:
             return {}
         return {round(p): float(v) for p, v in points if math.isfinite(p) and math.isfinite(v)}
 
-    def _outcome(self, record: TrialRecord) -> _Outcome:
+    def _outcome(self, record: ReportedTrial) -> _Outcome:
         state = _STATES[record.state]
         value = self._objective(record)
         if record.state is TrialState.COMPLETE:
@@ -330,7 +342,8 @@ class ExperimentStudy:
         self._open[name] = trial
         self._number[name] = trial.number
         self._n_trials += 1
-        assignments = tuple((p.name, p.format(trial.params[p.name])) for p in checked.space.params)
+        params = trial.params  # a deep copy per access
+        assignments = tuple((p.name, p.format(params[p.name])) for p in checked.space.params)
         return Suggestion(name, assignments)
 
     def trials(self) -> list[FrozenTrial]:

@@ -15,7 +15,6 @@ from katib_progress.suggestion._domain import (
     ParamSpec,
     ParamType,
     Suggestion,
-    TrialRecord,
     TrialState,
 )
 from katib_progress.suggestion._settings import canonical_algorithm
@@ -76,13 +75,34 @@ def experiment_from_proto(experiment: Any) -> ExperimentSpec:
     )
 
 
-def trial_from_proto(trial: Any) -> TrialRecord:
-    return TrialRecord(
-        name=trial.name,
-        assignments=tuple((a.name, a.value) for a in trial.spec.parameter_assignments.assignments),
-        state=_CONDITIONS.get(trial.status.condition, TrialState.RUNNING),
-        observation=Observation(tuple((m.name, m.value) for m in trial.status.observation.metrics)),
-    )
+class ProtoTrial:
+    """A trial of a GetSuggestions request (a ``ReportedTrial``) whose assignments and observation
+    are read from the proto when first asked for. Katib sends every trial in every request, and
+    the study reads those two only for trials it has not recorded or finished yet: reading them
+    for all 1,000 trials of a request took about 8 ms, reading name and condition 0.4 ms."""
+
+    __slots__ = ("_assignments", "_observation", "_proto", "name", "state")
+
+    def __init__(self, trial: Any) -> None:
+        self._proto = trial
+        self.name: str = trial.name
+        self.state: TrialState = _CONDITIONS.get(trial.status.condition, TrialState.RUNNING)
+        self._assignments: tuple[tuple[str, str], ...] | None = None
+        self._observation: Observation | None = None
+
+    @property
+    def assignments(self) -> tuple[tuple[str, str], ...]:
+        if self._assignments is None:
+            items = self._proto.spec.parameter_assignments.assignments
+            self._assignments = tuple((a.name, a.value) for a in items)
+        return self._assignments
+
+    @property
+    def observation(self) -> Observation:
+        if self._observation is None:
+            metrics = self._proto.status.observation.metrics
+            self._observation = Observation(tuple((m.name, m.value) for m in metrics))
+        return self._observation
 
 
 def reply_to_proto(suggestions: Sequence[Suggestion]) -> Any:

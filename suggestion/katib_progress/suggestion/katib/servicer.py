@@ -10,7 +10,7 @@ from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.suggestion._domain import InvalidExperimentError
 from katib_progress.suggestion._registry import StudyRegistry
-from katib_progress.suggestion.katib.convert import experiment_from_proto, reply_to_proto, trial_from_proto
+from katib_progress.suggestion.katib.convert import ProtoTrial, experiment_from_proto, reply_to_proto
 
 _log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class SuggestionServicer(katib_api_pb2_grpc.SuggestionServicer):
         count = request.current_request_number
         if count < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"current_request_number={count}: must be >= 0")
-        trials = [trial_from_proto(t) for t in request.trials]
+        trials = [ProtoTrial(t) for t in request.trials]
         try:
             suggestions = self._registry.suggest(spec, trials, count, request.total_request_number)
         except InvalidExperimentError as exc:
