@@ -24,7 +24,7 @@ OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "w
 OWN_POLICIES = ("divergence", "stall", "extrapolation", "adaptive", "trend_halving", "budget", "nop")
 POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
 #: What ``default`` expands to (see docs/pruning.md for the reasoning).
-DEFAULT_POLICIES = ("divergence", "stall", "percentile")
+DEFAULT_POLICIES = ("divergence", "trend_halving")
 
 
 class PruningConfig(BaseModel):
