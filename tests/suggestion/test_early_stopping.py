@@ -175,3 +175,13 @@ def test_the_experiments_settings_win_over_a_points_config(stack: tuple[PruningH
     other = PruningConfig.from_settings("eval_loss", "minimize", {"policy": "nop"})
     hub.decide(ProgressPoint("exp", "t", 0, T0, 10.0, metrics={"eval_loss": 1.0}), other)
     assert hub.engine("exp") is engine and engine is not None and engine.config.policy == "median"
+
+
+def test_the_default_gets_the_median_rule_of_finished_trials(stack: tuple[PruningHub, Any]) -> None:
+    """The default (divergence,trend_halving) is comparative: stock collectors get the median rule."""
+    _, stub = stack
+    finals = [0.31, 0.45, 0.52, 0.9]
+    trials = [_trial(f"t{i}", pb.TrialStatus.SUCCEEDED, v) for i, v in enumerate(finals)]
+    request = pb.GetEarlyStoppingRulesRequest(experiment=_experiment({}), trials=trials)
+    (rule,) = stub.GetEarlyStoppingRules(request, timeout=5).early_stopping_rules
+    assert rule.comparison == pb.GREATER and float(rule.value) == pytest.approx(np.percentile(finals, 50))

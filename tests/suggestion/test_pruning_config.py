@@ -23,7 +23,7 @@ def test_defaults_and_string_settings_are_typed() -> None:
     latest = PruningConfig.from_settings("acc", "maximize", {"metric_strategy": "latest"})
     assert latest.strategy == "latest"
     assert config.startup_trials == 2
-    assert config.policy_names == ("divergence", "stall", "percentile")
+    assert config.policy_names == ("divergence", "trend_halving")
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_default_policy_tree_keeps_divergence_outside_the_cost_guard() -> None:
     assert isinstance(policy, AnyOf)
     assert isinstance(policy.policies[0], DivergencePolicy)
     assert isinstance(policy.policies[-1], CostGuard)
-    assert policy.describe() == "any_of(divergence,cost_guard(any_of(stall,percentile)))"
+    assert policy.describe() == "any_of(divergence,cost_guard(trend_halving))"
 
 
 def test_nop_builds_a_never_pruning_engine() -> None:

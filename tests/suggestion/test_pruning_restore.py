@@ -74,7 +74,9 @@ def _feed(engine: PruningEngine, events: list[Event]) -> list[tuple[str, int, bo
     return out
 
 
-@pytest.mark.parametrize("policy", ["default", "median", "hyperband,divergence", "divergence,adaptive"])
+@pytest.mark.parametrize(
+    "policy", ["default", "median", "hyperband,divergence", "divergence,adaptive", "divergence,trend_halving"]
+)
 def test_half_a_sweep_then_restart_gives_every_decision_unchanged(policy: str) -> None:
     config, events = _sweep(policy)
     whole = _feed(PruningEngine(config), events)

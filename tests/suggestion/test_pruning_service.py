@@ -41,7 +41,9 @@ def served() -> Iterator[_Served]:
 
 
 CONFIG = PruningConfig.from_settings(
-    "eval_loss", "minimize", {"policy": "default", "startup_trials": "2", "min_trials": "1"}
+    "eval_loss",
+    "minimize",
+    {"policy": "divergence,stall,percentile", "startup_trials": "2", "min_trials": "1"},
 )
 
 

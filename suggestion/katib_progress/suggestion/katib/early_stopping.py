@@ -97,7 +97,7 @@ def _final(trial: Any, metric: str) -> float | None:
 def static_rules(config: PruningConfig, finals: Iterable[float]) -> list[Any]:
     """Stock-collector rules approximating the live policy.
 
-    - comparative policies (percentile, median, and the Optuna rank-based ones): stop when the
+    - comparative policies (percentile, median, trend_halving and the Optuna rank-based ones): stop when the
       objective is worse than the configured percentile (median for the others) of the finished
       trials' objective values, from ``start_step`` reports on; nothing until ``startup_trials``
       trials have finished (max(1, startup_trials)).
@@ -107,7 +107,14 @@ def static_rules(config: PruningConfig, finals: Iterable[float]) -> list[Any]:
     names = config.policy_names
     metric = config.objective_metric
     rules: list[Any] = []
-    comparative = {"median", "percentile", "successive_halving", "hyperband", "wilcoxon"} & set(names)
+    comparative = {
+        "median",
+        "percentile",
+        "successive_halving",
+        "hyperband",
+        "wilcoxon",
+        "trend_halving",
+    } & set(names)
     values = [v for v in finals if math.isfinite(v)]
     if comparative and len(values) >= max(1, config.startup_trials):
         q = config.percentile if "percentile" in names else 50.0

@@ -31,6 +31,7 @@ from katib_progress.suggestion.pruning.policies.divergence import DivergencePoli
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
+from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
 
 
 def _steps(config: PruningConfig, percent: float) -> int:
@@ -110,6 +111,19 @@ def _adaptive(c: PruningConfig) -> Policy:
     )
 
 
+def _trend_halving(c: PruningConfig) -> Policy:
+    return TrendHalvingPolicy(
+        direction=Direction(c.direction),
+        strategy=c.strategy,
+        grid_step=c.grid_step,
+        rungs=c.trend_rung_list,
+        keep=c.trend_keep_list,
+        horizon=c.trend_horizon,
+        window=c.trend_window,
+        min_peers=c.min_trials,
+    )
+
+
 def _optuna(name: str) -> Callable[[PruningConfig], Policy]:
     def build(c: PruningConfig) -> Policy:
         percentile = {"median": 50.0, "percentile": c.percentile}.get(name)
@@ -150,6 +164,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         PolicyEntry("stall", "guarded", _stall),
         PolicyEntry("extrapolation", "guarded", _extrapolation),
         PolicyEntry("adaptive", "guarded", _adaptive),
+        PolicyEntry("trend_halving", "guarded", _trend_halving),
         *(PolicyEntry(name, "guarded", _optuna(name)) for name in OPTUNA_POLICIES),
         PolicyEntry("nop", "outer", None),
     )

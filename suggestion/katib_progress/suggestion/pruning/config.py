@@ -21,10 +21,10 @@ from katib_progress.suggestion.pruning._history import Direction, Strategy, defa
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
-OWN_POLICIES = ("divergence", "stall", "extrapolation", "adaptive", "budget", "nop")
+OWN_POLICIES = ("divergence", "stall", "extrapolation", "adaptive", "trend_halving", "budget", "nop")
 POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
 #: What ``default`` expands to (see docs/pruning.md for the reasoning).
-DEFAULT_POLICIES = ("divergence", "stall", "percentile")
+DEFAULT_POLICIES = ("divergence", "trend_halving")
 
 
 class PruningConfig(BaseModel):
@@ -76,6 +76,11 @@ class PruningConfig(BaseModel):
     adaptive_percentile: float = Field(default=50.0, gt=0, lt=100)
     adaptive_step: float = Field(default=5.0, gt=0, lt=100)
     adaptive_fallback_progress: float = Field(default=50.0, ge=0, lt=100)
+    # Trend halving (policy ``trend_halving``)
+    trend_rungs: str = "10,20,40,80"
+    trend_keep: str = "50,33,25,25"
+    trend_horizon: float = Field(default=3.0, ge=0)
+    trend_window: float = Field(default=0.5, gt=0, le=1)
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)
@@ -109,6 +114,17 @@ class PruningConfig(BaseModel):
             raise ValueError(f"min_resource must be within (0, 100] percent, got {value!r}")
         return value
 
+    @field_validator("trend_rungs", "trend_keep")
+    @classmethod
+    def _percent_list(cls, value: str) -> str:
+        try:
+            numbers = [float(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"must be a comma list of percents, got {value!r}") from None
+        if not numbers or any(not (0 < n < 100) for n in numbers):
+            raise ValueError(f"must be a comma list of percents within (0, 100), got {value!r}")
+        return ",".join(f"{n:g}" for n in numbers)
+
     @field_validator("deadline", mode="before")
     @classmethod
     def _deadline(cls, value: object) -> datetime | None:
@@ -136,6 +152,26 @@ class PruningConfig(BaseModel):
                 f"threshold_upper {self.threshold_upper}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _trend_lists(self) -> PruningConfig:
+        rungs, keep = self.trend_rung_list, self.trend_keep_list
+        if rungs != sorted(set(rungs)):
+            raise ValueError(f"trend_rungs must increase strictly, got {self.trend_rungs!r}")
+        if len(keep) != len(rungs):
+            raise ValueError(
+                f"trend_keep needs one percent per rung of trend_rungs ({len(rungs)}), "
+                f"got {self.trend_keep!r}"
+            )
+        return self
+
+    @property
+    def trend_rung_list(self) -> list[float]:
+        return [float(v) for v in self.trend_rungs.split(",")]
+
+    @property
+    def trend_keep_list(self) -> list[float]:
+        return [float(v) for v in self.trend_keep.split(",")]
 
     @property
     def strategy(self) -> Strategy:

@@ -8,6 +8,7 @@ from katib_progress.suggestion.pruning.policies.divergence import DivergencePoli
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
+from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
 
 __all__ = [
     "AdaptiveWarmupPolicy",
@@ -21,4 +22,5 @@ __all__ = [
     "Policy",
     "PolicyContext",
     "StallPolicy",
+    "TrendHalvingPolicy",
 ]

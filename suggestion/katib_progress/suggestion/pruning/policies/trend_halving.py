@@ -1,0 +1,197 @@
+"""Trend halving: asynchronous successive halving whose rungs rank trials by value and by trend.
+
+At each rung (a progress percent, ``rungs``) a trial is ranked among every other non-failed trial that
+reached that rung (running, completed or pruned, as asynchronous successive halving ranks a rung;
+Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020) in two views:
+
+- its **value** at the rung, as the objective's metric strategy records it (best so far for
+  ``min``/``max``, the value itself for ``latest``);
+- its **trend-adjusted value**: that value moved by the least-squares slope of the recorded values over
+  the last ``window`` x rung percent of progress (at least ``min_window`` percent) times
+  ``horizon`` x rung percent, only ever in the improving direction (a worsening slope adds nothing).
+  A slow starter that is still improving fast ranks well here while its value alone ranks poorly.
+
+The trial is pruned when, in **both** views, more than ``keep`` percent of its peers at that rung are
+better (and at least ``min_peers`` peers reached the rung), unless it leads the experiment (best
+recorded objective among running and completed trials). Each rung is judged once, at the first report
+at or past it; a rung before the trial's first report is skipped.
+
+State: none outside the engine's history. Scores at a rung are cached per trial once the trial has
+passed the rung (grid steps are never rewritten), so a rebuilt engine decides the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from katib_progress.core.types import Decision, Verdict
+from katib_progress.suggestion.pruning._history import (
+    Direction,
+    ExperimentState,
+    Strategy,
+    TrialHistory,
+    TrialState,
+)
+from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
+
+
+@dataclass(slots=True)
+class _Oriented:
+    """One trial's grid as Katib would record it at each step, oriented so lower is better."""
+
+    values: dict[int, float] = field(default_factory=dict)
+    last: float | None = None
+
+
+class TrendHalvingPolicy(Policy):
+    """Successive-halving rungs ranked by value and by trend-adjusted value (module doc)."""
+
+    name = "trend_halving"
+
+    def __init__(
+        self,
+        *,
+        direction: Direction,
+        strategy: Strategy,
+        grid_step: float,
+        rungs: Sequence[float] = (10.0, 20.0, 40.0, 80.0),
+        keep: Sequence[float] = (50.0, 33.0, 25.0, 25.0),
+        horizon: float = 3.0,
+        window: float = 0.5,
+        min_window: float = 4.0,
+        min_peers: int = 3,
+    ) -> None:
+        if not rungs:
+            raise ValueError("trend_halving needs at least one rung")
+        if len(keep) != len(rungs):
+            raise ValueError(
+                f"trend_halving needs one keep percent per rung, got {len(keep)} for {len(rungs)} rungs"
+            )
+        if any(not (0 < r < 100) for r in rungs) or list(rungs) != sorted(set(rungs)):
+            raise ValueError(
+                f"trend_halving rungs must increase strictly within (0, 100) percent, got {list(rungs)}"
+            )
+        if any(not (0 < k < 100) for k in keep):
+            raise ValueError(f"trend_halving keep percents must be within (0, 100), got {list(keep)}")
+        if not (math.isfinite(horizon) and horizon >= 0):
+            raise ValueError(f"trend_halving horizon must be >= 0, got {horizon}")
+        if not (math.isfinite(window) and 0 < window <= 1):
+            raise ValueError(f"trend_halving window must be within (0, 1], got {window}")
+        if not (math.isfinite(min_window) and min_window > 0):
+            raise ValueError(f"trend_halving min_window must be > 0 percent, got {min_window}")
+        if min_peers < 1:
+            raise ValueError(f"trend_halving min_peers must be >= 1, got {min_peers}")
+        if not grid_step > 0:
+            raise ValueError(f"grid_step must be > 0, got {grid_step}")
+        self.direction = direction
+        self.strategy = strategy
+        self.grid_step = grid_step
+        self.rungs = tuple(float(r) for r in rungs)
+        self.keep = tuple(float(k) for k in keep)
+        self.horizon = horizon
+        self.window = window
+        self.min_window = min_window
+        self.min_peers = min_peers
+        self._sign = 1.0 if direction is Direction.MINIMIZE else -1.0
+        self._oriented: dict[str, _Oriented] = {}
+        self._scores: dict[tuple[str, int], tuple[float, float] | None] = {}
+
+    # -- derived caches -------------------------------------------------------------------------
+    def _rec(self, trial: TrialHistory) -> dict[int, float]:
+        """Recorded values per grid step, oriented (lower is better); extended as the grid grows."""
+        rec = self._oriented.setdefault(trial.name, _Oriented())
+        if len(rec.values) < len(trial.grid):
+            for step in sorted(trial.grid)[len(rec.values) :]:
+                v = self._sign * trial.grid[step]
+                if self.strategy != "latest" and rec.last is not None:
+                    v = min(rec.last, v)
+                rec.values[step] = v
+                rec.last = v
+        return rec.values
+
+    def scores(self, trial: TrialHistory, step: int) -> tuple[float, float] | None:
+        """(value, trend-adjusted value) at grid ``step``, oriented so lower is better; None when the
+        trial has not reached ``step`` or has no value there."""
+        key = (trial.name, step)
+        if key in self._scores:
+            return self._scores[key]
+        last = trial.last_step
+        if last is None or last < step:
+            return None  # not cached: the trial may still reach the step
+        rec = self._rec(trial)
+        out: tuple[float, float] | None = None
+        if step in rec:
+            value = rec[step]
+            span = max(self.min_window, self.window * step * self.grid_step)
+            lo = step - math.ceil(span / self.grid_step - 1e-9)
+            xs = [s for s in range(lo, step + 1) if s in rec]
+            trend = value
+            if self.horizon > 0 and len(xs) >= 2:
+                x = np.asarray(xs, dtype=float) * self.grid_step
+                y = np.asarray([rec[s] for s in xs])
+                xc = x - x.mean()
+                slope = float(xc @ (y - y.mean())) / float(xc @ xc)
+                trend = value + min(slope, 0.0) * self.horizon * step * self.grid_step
+            out = (value, trend)
+        self._scores[key] = out
+        return out
+
+    def _peers(self, name: str, step: int, experiment: ExperimentState) -> list[tuple[float, float]]:
+        out = []
+        for t in experiment.trials.values():
+            if t.name == name or t.state is TrialState.FAILED:
+                continue
+            s = self.scores(t, step)
+            if s is not None and math.isfinite(s[0]) and math.isfinite(s[1]):
+                out.append(s)
+        return out
+
+    # -- decision -------------------------------------------------------------------------------
+    def decide(self, ctx: PolicyContext) -> Decision:
+        trial = ctx.trial
+        if not trial.progress or trial.last_step is None:
+            return Decision(Verdict.CONTINUE, f"no {ctx.objective} value yet", self.name)
+        before = trial.progress[-2] if len(trial.progress) >= 2 else -math.inf
+        now = trial.progress[-1]
+        for rung, keep in zip(self.rungs, self.keep, strict=True):
+            if not (before < rung <= now + 1e-9):
+                continue
+            step = math.ceil(rung / self.grid_step - 1e-9)
+            mine = self.scores(trial, step)
+            if mine is None:
+                continue  # the rung lies before the trial's first report
+            peers = self._peers(trial.name, step, ctx.experiment)
+            if len(peers) < self.min_peers:
+                continue
+            better_value = sum(1 for p in peers if p[0] < mine[0])
+            better_trend = sum(1 for p in peers if p[1] < mine[1])
+            allowed = keep / 100.0 * len(peers)
+            if better_value <= allowed or better_trend <= allowed:
+                continue
+            if ctx.experiment.leads(trial):
+                return Decision(
+                    Verdict.CONTINUE, f"behind at the {rung:g}% rung but leading; spared", self.name
+                )
+            value = self._sign * mine[0]
+            trend = self._sign * mine[1]
+            return Decision(
+                Verdict.PRUNE,
+                f"{ctx.objective} {value:.4g} at the {rung:g}% rung (trend-adjusted {trend:.4g}): "
+                f"{better_value} and {better_trend} of {len(peers)} trials at {rung:g}% are better, "
+                f"more than the {keep:g}% kept",
+                self.name,
+                {
+                    "value": value,
+                    "trend": trend,
+                    "rung": rung,
+                    "keep": keep,
+                    "peers": float(len(peers)),
+                    "better_value": float(better_value),
+                    "better_trend": float(better_trend),
+                },
+            )
+        return Decision(Verdict.CONTINUE, "", self.name)

@@ -1,0 +1,145 @@
+"""The trend-halving policy: rungs ranked by value and by trend-adjusted value."""
+
+from __future__ import annotations
+
+import pytest
+
+from katib_progress.core.errors import ConfigError
+from katib_progress.suggestion.pruning import PruningConfig, PruningEngine
+from katib_progress.suggestion.pruning._build import build_policy
+from katib_progress.suggestion.pruning._history import Direction
+from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
+from tests.suggestion.test_pruning_adaptive import Feeder
+
+STEPS = tuple(range(2, 101, 2))
+
+
+def _policy(direction: str = "minimize", strategy: str = "min", **kw: object) -> TrendHalvingPolicy:
+    settings: dict[str, object] = {"rungs": (10.0, 20.0), "keep": (50.0, 50.0)} | kw
+    return TrendHalvingPolicy(
+        direction=Direction(direction),
+        strategy=strategy,  # type: ignore[arg-type]
+        grid_step=1.0,
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+def _engine(policy: TrendHalvingPolicy, direction: str = "minimize") -> PruningEngine:
+    settings = {"policy": "nop", "metric_strategy": policy.strategy}
+    config = PruningConfig.from_settings("eval_loss", direction, settings)
+    return PruningEngine(config, policy=policy)
+
+
+def _flat(level: float, upto: float = 100.0) -> list[tuple[float, float]]:
+    """A loss already converged at ``level``: no trend at all."""
+    return [(p, level) for p in STEPS if p <= upto]
+
+
+def _falling(start: float, per_percent: float, upto: float = 100.0) -> list[tuple[float, float]]:
+    """A loss falling in a straight line by ``per_percent`` per percent of progress."""
+    return [(p, start - per_percent * p) for p in STEPS if p <= upto]
+
+
+def _peers(feed: Feeder, levels: tuple[float, ...] = (0.50, 0.52, 0.54, 0.56)) -> None:
+    """Converged peers that ran past the 20 % rung (still running, so none leads a newcomer out)."""
+    for i, level in enumerate(levels):
+        feed.run(f"peer{i}", _flat(level, upto=30), end=False)
+
+
+def test_a_flat_laggard_is_pruned_at_the_first_rung_with_a_reason() -> None:
+    feed = Feeder(_engine(_policy()))
+    _peers(feed)
+    decisions = feed.run("lag", _flat(0.9, upto=10), end=False)
+    assert [d.prune for d in decisions] == [False] * 4 + [True]  # 2..8 %: no rung; 10 %: the rung
+    assert "at the 10% rung" in decisions[-1].reason and "4 of 4 trials" in decisions[-1].reason
+    assert decisions[-1].evidence["rung"] == 10.0
+
+
+def test_a_slow_starter_that_still_improves_fast_is_spared_by_its_trend() -> None:
+    # At 10 % its value (0.8) is worse than every peer's, but it falls by 0.02 per percent: its
+    # trend-adjusted value 0.8 - 0.02 * 3 * 10 = 0.2 beats them all.
+    policy = _policy()
+    feed = Feeder(_engine(policy))
+    _peers(feed)
+    decisions = feed.run("slow", _falling(1.0, 0.02, upto=12), end=False)
+    assert not any(d.prune for d in decisions)
+    value, trend = policy.scores(feed.engine.state.trials["slow"], 10) or (0.0, 0.0)
+    assert value == pytest.approx(0.8) and trend == pytest.approx(0.2)
+    # Without the trend view (horizon 0) the same curve is pruned at the rung.
+    feed0 = Feeder(_engine(_policy(horizon=0.0)))
+    _peers(feed0)
+    assert feed0.run("slow", _falling(1.0, 0.02, upto=12), end=False)[-1].prune
+
+
+def test_each_rung_is_judged_once_at_the_first_report_past_it() -> None:
+    # Ahead of every peer at 10 %, then it gets worse (strategy latest: the value itself counts).
+    feed_latest = Feeder(_engine(_policy(strategy="latest")))
+    _peers(feed_latest)
+    curve = [(p, 0.1 if p <= 10 else 0.9) for p in STEPS if p <= 30]
+    decisions = feed_latest.run("late", curve, end=False)
+    first = next(p for (p, _), d in zip(curve, decisions, strict=True) if d.prune)
+    assert first == 20  # not at 12..18 %, where no rung lies
+    assert "at the 20% rung" in decisions[9].reason
+
+
+def test_too_few_peers_at_the_rung_are_no_judgement() -> None:
+    feed = Feeder(_engine(_policy(min_peers=3)))
+    _peers(feed, levels=(0.5, 0.52))
+    assert not any(d.prune for d in feed.run("lag", _flat(0.9, upto=22), end=False))
+
+
+def test_the_leader_is_spared() -> None:
+    # The better peers were pruned (none of them can be the result) and the only completed trial is
+    # worse: the laggard holds the best value that can still be found.
+    feed = Feeder(_engine(_policy()))
+    feed.run("done", _flat(1.5))  # first, alone: never judged
+    _peers(feed)
+    for i in range(4):
+        feed.engine.finish(f"peer{i}", "pruned")
+    decisions = feed.run("lag", _flat(0.9, upto=10), end=False)
+    assert not decisions[-1].prune and "leading; spared" in decisions[-1].reason
+
+
+def test_maximize_mirrors_the_ranking() -> None:
+    feed = Feeder(_engine(_policy("maximize", "max"), "maximize"))
+    _peers(feed, levels=(0.90, 0.91, 0.92, 0.93))
+    assert feed.run("low", _flat(0.3, upto=10), end=False)[-1].prune
+    assert not feed.run("high", _flat(0.95, upto=10), end=False)[-1].prune
+
+
+def test_a_worsening_slope_adds_nothing() -> None:
+    policy = _policy(strategy="latest")
+    feed = Feeder(_engine(policy))
+    feed.run("up", [(p, 0.5 + 0.01 * p) for p in STEPS if p <= 10], end=False)
+    assert policy.scores(feed.engine.state.trials["up"], 10) == (pytest.approx(0.6), pytest.approx(0.6))
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"trend_rungs": "20,10", "trend_keep": "50,50"}, "trend_rungs"),
+        ({"trend_rungs": "10,20", "trend_keep": "50"}, "trend_keep"),
+        ({"trend_rungs": "10,abc"}, "trend_rungs"),
+        ({"trend_keep": "50,33,25,100"}, "trend_keep"),
+        ({"trend_horizon": "-1"}, "trend_horizon"),
+        ({"trend_window": "0"}, "trend_window"),
+    ],
+)
+def test_invalid_settings_name_the_setting(settings: dict[str, str], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        PruningConfig.from_settings("eval_loss", "minimize", {"policy": "trend_halving", **settings})
+    assert field in str(err.value)
+
+
+def test_settings_reach_the_policy() -> None:
+    config = PruningConfig.from_settings(
+        "eval_loss",
+        "minimize",
+        {"policy": "trend_halving", "trend_rungs": "5,15", "trend_keep": "40,20", "trend_horizon": "1.5"},
+    )
+    tree = build_policy(config)
+    policy = tree.inner  # type: ignore[attr-defined]
+    assert isinstance(policy, TrendHalvingPolicy)
+    assert (policy.rungs, policy.keep, policy.horizon) == ((5.0, 15.0), (40.0, 20.0), 1.5)
+    with pytest.raises(ValueError, match="one keep percent per rung"):
+        _policy(rungs=(10.0,), keep=(50.0, 50.0))
