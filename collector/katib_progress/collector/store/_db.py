@@ -73,28 +73,6 @@ class ObservationDB:
         with self._write_lock:
             return self._insert(conn, trial, rows, idempotent=idempotent)
 
-    def insert_many(
-        self, requests: Sequence[tuple[str, Sequence[Row]]], *, idempotent: bool = True
-    ) -> list[int]:
-        """Insert the rows of several requests in one transaction (group commit); how many were new in each.
-
-        Each request behaves as ``insert`` would (the idempotent check of a request sees the rows of the
-        requests before it in the same transaction); one commit for all of them. A failure rolls back
-        the whole transaction: no request of the group is stored.
-        """
-        if not any(rows for _, rows in requests):
-            return [0] * len(requests)
-        conn = self._conn()
-        with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                counts = [self._add(conn, trial, rows, idempotent=idempotent) for trial, rows in requests]
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return counts
-
     @classmethod
     def _insert(cls, conn: sqlite3.Connection, trial: str, rows: Sequence[Row], *, idempotent: bool) -> int:
         conn.execute("BEGIN IMMEDIATE")

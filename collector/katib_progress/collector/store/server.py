@@ -7,9 +7,6 @@ inclusive ``start_time <= time <= end_time`` (empty = unbounded) and orders by t
 insertion order). Deviations, on purpose: an empty trial name, an unparseable timestamp or a
 MetricLog without a metric name is INVALID_ARGUMENT naming the field (Katib answers UNKNOWN, or
 panics on a missing metric), and a failed request writes nothing.
-
-Writes are group-committed (``_group.GroupCommit``): the ReportObservationLog requests that wait for
-the writer are stored in one transaction, and each is answered once that transaction has committed.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
 from katib_progress.collector.store._db import ObservationDB, Row
-from katib_progress.collector.store._group import GroupCommit
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 
 _log = logging.getLogger(__name__)
@@ -71,7 +67,6 @@ class _DBManagerServicer(_pb_grpc.DBManagerServicer):
     def __init__(self, db: ObservationDB, *, idempotent: bool) -> None:
         self._db = db
         self._idempotent = idempotent
-        self._writes = GroupCommit(db, idempotent=idempotent)
 
     def _advertise(self, context: grpc.ServicerContext) -> None:
         if self._idempotent:
@@ -112,8 +107,7 @@ class _DBManagerServicer(_pb_grpc.DBManagerServicer):
                     field = f"observation_log.metric_logs[{index}].time_stamp"
                     micros = times[stamp] = _time_us(stamp, field)
                 rows.append((micros, log.metric.name, log.metric.value))
-            if rows:
-                self._writes.write(request.trial_name, rows)
+            self._db.insert(request.trial_name, rows, idempotent=self._idempotent)
             self._advertise(context)
             return pb.ReportObservationLogReply()
 
