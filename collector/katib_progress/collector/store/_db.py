@@ -73,36 +73,27 @@ class ObservationDB:
         with self._write_lock:
             return self._insert(conn, trial, rows, idempotent=idempotent)
 
-    @classmethod
-    def _insert(cls, conn: sqlite3.Connection, trial: str, rows: Sequence[Row], *, idempotent: bool) -> int:
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, trial: str, rows: Sequence[Row], *, idempotent: bool) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            count = cls._add(conn, trial, rows, idempotent=idempotent)
+            if idempotent:
+                stored = set(
+                    conn.execute(
+                        "SELECT time_us, metric_name, value FROM observation_logs"
+                        " WHERE trial_name = ? AND time_us BETWEEN ? AND ?",
+                        (trial, min(r[0] for r in rows), max(r[0] for r in rows)),
+                    )
+                )
+                rows = [row for row in rows if row not in stored]
+            conn.executemany(
+                "INSERT INTO observation_logs (trial_name, time_us, metric_name, value) VALUES (?, ?, ?, ?)",
+                [(trial, t, name, value) for t, name, value in rows],
+            )
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        return count
-
-    @staticmethod
-    def _add(conn: sqlite3.Connection, trial: str, rows: Sequence[Row], *, idempotent: bool) -> int:
-        """The rows of one request, inside the caller's write transaction."""
-        if not rows:
-            return 0
-        if idempotent:
-            stored = set(
-                conn.execute(
-                    "SELECT time_us, metric_name, value FROM observation_logs"
-                    " WHERE trial_name = ? AND time_us BETWEEN ? AND ?",
-                    (trial, min(r[0] for r in rows), max(r[0] for r in rows)),
-                )
-            )
-            if stored:
-                rows = [row for row in rows if row not in stored]
-        conn.executemany(
-            "INSERT INTO observation_logs (trial_name, time_us, metric_name, value) VALUES (?, ?, ?, ?)",
-            [(trial, t, name, value) for t, name, value in rows],
-        )
         return len(rows)
 
     def select(
