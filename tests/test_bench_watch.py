@@ -214,3 +214,4 @@ def test_benchmark_end_to_end_stores_every_snapshot_once(tmp_path: Path) -> None
     assert result["tracked"] == 60
     assert result["api_stats"]["requests"]["watch trainjobs"] >= 2  # before and after the restart
     assert result["first_watch_restart_s"] == result["first_watch_restart_s"]  # measured (not NaN)
+    assert result["catch_up_s"] == result["catch_up_s"]  # caught up before the window (not NaN)

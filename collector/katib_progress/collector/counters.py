@@ -10,8 +10,10 @@ Histograms (``HistogramSpec``, ``observe``) live in the same registry.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as _Counter
@@ -62,6 +64,9 @@ class Counters:
         self.registry = CollectorRegistry()
         self._lock = threading.Lock()
         self._counters: dict[str, tuple[CounterSpec, _Counter]] = {}
+        # (id(spec), labels as passed) -> (spec, the labelled child): inc() on the per-event path
+        # skips prometheus_client's label validation and lookups after the first time.
+        self._children: dict[tuple[int, tuple[tuple[str, object], ...]], tuple[CounterSpec, Any]] = {}
         self._histograms: dict[str, tuple[HistogramSpec, _Histogram]] = {}
 
     def _counter(self, spec: CounterSpec) -> _Counter:
@@ -83,13 +88,24 @@ class Counters:
     def inc(self, spec: CounterSpec, amount: int = 1, **labels: object) -> None:
         if amount < 0:
             raise ValueError(f"amount: counters only go up, got {amount}")
+        key = (id(spec), tuple(labels.items()))
+        try:
+            cached = self._children.get(key)
+        except TypeError:  # an unhashable label value: not cached
+            cached = None
+        if cached is not None and cached[0] is spec:
+            cached[1].inc(amount)
+            return
         counter = self._counter(spec)
         if spec.labels:
-            counter.labels(**{k: str(v) for k, v in labels.items()}).inc(amount)
+            child = counter.labels(**{k: str(v) for k, v in labels.items()})
         elif labels:
             raise ValueError(f"counter {spec.name} has no labels, got {sorted(labels)}")
         else:
-            counter.inc(amount)
+            child = counter
+        child.inc(amount)
+        with contextlib.suppress(TypeError):  # an unhashable label value: not cached
+            self._children[key] = (spec, child)
 
     def observe(self, spec: HistogramSpec, value: float) -> None:
         with self._lock:
