@@ -8,7 +8,8 @@ Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020) in two
   ``min``/``max``, the value itself for ``latest``);
 - its **trend-adjusted value**: that value moved by the least-squares slope of the recorded values over
   the last ``window`` x rung percent of progress (at least ``min_window`` percent) times
-  ``horizon`` x rung percent, only ever in the improving direction (a worsening slope adds nothing).
+  ``horizon`` x rung percent (never more than the progress left after the rung: a curve is not carried
+  past the end of its run), only ever in the improving direction (a worsening slope adds nothing).
   A slow starter that is still improving fast ranks well here while its value alone ranks poorly.
 
 The trial is pruned when, in **both** views, more than ``keep`` percent of its peers at that rung are
@@ -61,7 +62,7 @@ class TrendHalvingPolicy(Policy):
         rungs: Sequence[float] = (10.0, 20.0, 40.0, 80.0),
         keep: Sequence[float] = (50.0, 33.0, 25.0, 25.0),
         horizon: float = 3.0,
-        window: float = 0.5,
+        window: float = 0.25,
         min_window: float = 4.0,
         min_peers: int = 3,
     ) -> None:
@@ -135,7 +136,9 @@ class TrendHalvingPolicy(Policy):
                 y = np.asarray([rec[s] for s in xs])
                 xc = x - x.mean()
                 slope = float(xc @ (y - y.mean())) / float(xc @ xc)
-                trend = value + min(slope, 0.0) * self.horizon * step * self.grid_step
+                at = step * self.grid_step
+                ahead = min(self.horizon * at, max(0.0, 100.0 - at))  # never past the end of the run
+                trend = value + min(slope, 0.0) * ahead
             out = (value, trend)
         self._scores[key] = out
         return out
