@@ -139,6 +139,33 @@ class TrialHistory:
 
 
 @dataclass(slots=True)
+class RecordedGrid:
+    """One trial's grid as Katib would record it at each step: the running best for ``min`` / ``max``, the
+    value itself for ``latest`` (the objective's metric strategy); extended from ``TrialHistory.grid`` as the
+    trial reports. Shared by the policies that rank trials by recorded values (adaptive, trend_halving)."""
+
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def extend(self, grid: dict[int, float], strategy: Strategy) -> None:
+        """Record the steps of ``grid`` not recorded yet (the engine's grid only grows at its end)."""
+        for s, value in list(grid.items())[len(self.steps) :]:
+            v = value
+            if self.values and strategy != "latest":
+                prev = self.values[-1]
+                v = min(prev, value) if strategy == "min" else max(prev, value)
+            self.steps.append(s)
+            self.values.append(v)
+
+    def at(self, step: int) -> float | None:
+        """The recorded value at ``step`` (None if the trial has not reached it). The engine's grid is
+        dense from the trial's first step (``TrialHistory.add`` fills every step it crosses)."""
+        if not self.steps or step < self.steps[0] or step > self.steps[-1]:
+            return None
+        return self.values[step - self.steps[0]]
+
+
+@dataclass(slots=True)
 class ExperimentState:
     """Every trial the engine has seen for one experiment, plus experiment-wide accounting."""
 

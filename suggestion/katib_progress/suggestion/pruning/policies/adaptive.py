@@ -22,7 +22,6 @@ recorded-value grid, the warm-up per count of ended trials), so a rebuilt engine
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from katib_progress.core.types import Decision, Verdict
 from katib_progress.suggestion.pruning._history import (
     Direction,
     ExperimentState,
+    RecordedGrid,
     Strategy,
     TrialHistory,
     TrialState,
@@ -81,21 +81,6 @@ def _ranks(values: list[float]) -> np.ndarray:
     return ranks
 
 
-@dataclass(slots=True)
-class _Recorded:
-    """One trial's grid as Katib would record it at each step (derived from ``TrialHistory.grid``)."""
-
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-
-    def at(self, step: int) -> float | None:
-        """The recorded value at ``step`` (None if the trial has not reached it). The engine's grid is
-        dense from the trial's first step (``TrialHistory.add`` fills every step it crosses)."""
-        if not self.steps or step < self.steps[0] or step > self.steps[-1]:
-            return None
-        return self.values[step - self.steps[0]]
-
-
 class AdaptiveWarmupPolicy(Policy):
     """Percentile rule with a warm-up learned from the experiment's completed trials (module doc)."""
 
@@ -143,23 +128,14 @@ class AdaptiveWarmupPolicy(Policy):
         self.step = step
         self.fallback_progress = fallback_progress
         self.min_peers = min_peers
-        self._recorded: dict[str, _Recorded] = {}
+        self._recorded: dict[str, RecordedGrid] = {}
         self._warmup_key: int = -1
         self._warmup: tuple[float, str, int] = (fallback_progress, "", 0)
 
     # -- derived caches -------------------------------------------------------------------------
-    def _rec(self, trial: TrialHistory) -> _Recorded:
-        rec = self._recorded.get(trial.name)
-        if rec is None:
-            rec = self._recorded[trial.name] = _Recorded()
-        if len(trial.grid) > len(rec.steps):
-            for s, value in list(trial.grid.items())[len(rec.steps) :]:
-                v = value
-                if rec.values and self.strategy != "latest":
-                    prev = rec.values[-1]
-                    v = min(prev, value) if self.strategy == "min" else max(prev, value)
-                rec.steps.append(s)
-                rec.values.append(v)
+    def _rec(self, trial: TrialHistory) -> RecordedGrid:
+        rec = self._recorded.setdefault(trial.name, RecordedGrid())
+        rec.extend(trial.grid, self.strategy)
         return rec
 
     def warmup(self, experiment: ExperimentState) -> tuple[float, str, int]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,19 +32,12 @@ from katib_progress.core.types import Decision, Verdict
 from katib_progress.suggestion.pruning._history import (
     Direction,
     ExperimentState,
+    RecordedGrid,
     Strategy,
     TrialHistory,
     TrialState,
 )
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
-
-
-@dataclass(slots=True)
-class _Oriented:
-    """One trial's grid as Katib would record it at each step, oriented so lower is better."""
-
-    values: dict[int, float] = field(default_factory=dict)
-    last: float | None = None
 
 
 class TrendHalvingPolicy(Policy):
@@ -98,21 +90,14 @@ class TrendHalvingPolicy(Policy):
         self.min_window = min_window
         self.min_peers = min_peers
         self._sign = 1.0 if direction is Direction.MINIMIZE else -1.0
-        self._oriented: dict[str, _Oriented] = {}
+        self._recorded: dict[str, RecordedGrid] = {}
         self._scores: dict[tuple[str, int], tuple[float, float] | None] = {}
 
     # -- derived caches -------------------------------------------------------------------------
-    def _rec(self, trial: TrialHistory) -> dict[int, float]:
-        """Recorded values per grid step, oriented (lower is better); extended as the grid grows."""
-        rec = self._oriented.setdefault(trial.name, _Oriented())
-        if len(rec.values) < len(trial.grid):
-            for step in sorted(trial.grid)[len(rec.values) :]:
-                v = self._sign * trial.grid[step]
-                if self.strategy != "latest" and rec.last is not None:
-                    v = min(rec.last, v)
-                rec.values[step] = v
-                rec.last = v
-        return rec.values
+    def _rec(self, trial: TrialHistory) -> RecordedGrid:
+        rec = self._recorded.setdefault(trial.name, RecordedGrid())
+        rec.extend(trial.grid, self.strategy)
+        return rec
 
     def scores(self, trial: TrialHistory, step: int) -> tuple[float, float] | None:
         """(value, trend-adjusted value) at grid ``step``, oriented so lower is better; None when the
@@ -125,15 +110,17 @@ class TrendHalvingPolicy(Policy):
             return None  # not cached: the trial may still reach the step
         rec = self._rec(trial)
         out: tuple[float, float] | None = None
-        if step in rec:
-            value = rec[step]
+        raw = rec.at(step)
+        if raw is not None:
+            value = self._sign * raw
             span = max(self.min_window, self.window * step * self.grid_step)
             lo = step - math.ceil(span / self.grid_step - 1e-9)
-            xs = [s for s in range(lo, step + 1) if s in rec]
+            recorded = {s: self._sign * v for s in range(lo, step + 1) if (v := rec.at(s)) is not None}
+            xs = list(recorded)
             trend = value
             if self.horizon > 0 and len(xs) >= 2:
                 x = np.asarray(xs, dtype=float) * self.grid_step
-                y = np.asarray([rec[s] for s in xs])
+                y = np.asarray([recorded[s] for s in xs])
                 xc = x - x.mean()
                 slope = float(xc @ (y - y.mean())) / float(xc @ xc)
                 at = step * self.grid_step
