@@ -82,6 +82,30 @@ def test_each_rung_is_judged_once_at_the_first_report_past_it() -> None:
     assert "at the 20% rung" in decisions[9].reason
 
 
+@pytest.mark.parametrize("rejudge", [False, True])
+def test_rejudge_stops_a_trial_that_passed_its_rung_among_weak_first_peers(rejudge: bool) -> None:
+    # 'early' passes the 10 % rung as the best of the three weak trials there; four better trials reach
+    # the rung after it. Judged again at its next report (12 %), it is behind more than half of the
+    # seven; judged once (the default), it runs on.
+    feed = Feeder(_engine(_policy(rejudge=rejudge)))
+    _peers(feed, levels=(1.0, 1.1, 1.2))
+    assert not feed.run("early", _flat(0.9, upto=10), end=False)[-1].prune
+    for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+        feed.run(f"strong{i}", _flat(level, upto=30), end=False)
+    decision = feed.point("early", 12, 0.9)
+    assert decision.prune is rejudge
+    if rejudge:
+        assert "at the 10% rung (judged again)" in decision.reason and "4 and 4 of 7" in decision.reason
+    # It only ever looks at its highest rung passed: once past 20 % with no better peer there, the
+    # 10 % rung is not judged again.
+    feed2 = Feeder(_engine(_policy(rejudge=rejudge)))
+    _peers(feed2, levels=(1.0, 1.1, 1.2))
+    feed2.run("early", _flat(0.9, upto=20), end=False)
+    for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+        feed2.run(f"strong{i}", _flat(level, upto=12), end=False)
+    assert not feed2.point("early", 22, 0.9).prune
+
+
 def test_too_few_peers_at_the_rung_are_no_judgement() -> None:
     feed = Feeder(_engine(_policy(min_peers=3)))
     _peers(feed, levels=(0.5, 0.52))
@@ -135,11 +159,18 @@ def test_settings_reach_the_policy() -> None:
     config = PruningConfig.from_settings(
         "eval_loss",
         "minimize",
-        {"policy": "trend_halving", "trend_rungs": "5,15", "trend_keep": "40,20", "trend_horizon": "1.5"},
+        {
+            "policy": "trend_halving",
+            "trend_rungs": "5,15",
+            "trend_keep": "40,20",
+            "trend_horizon": "1.5",
+            "trend_rejudge": "true",
+        },
     )
     tree = build_policy(config)
     policy = tree.inner  # type: ignore[attr-defined]
     assert isinstance(policy, TrendHalvingPolicy)
     assert (policy.rungs, policy.keep, policy.horizon) == ((5.0, 15.0), (40.0, 20.0), 1.5)
+    assert policy.rejudge is True
     with pytest.raises(ValueError, match="one keep percent per rung"):
         _policy(rungs=(10.0,), keep=(50.0, 50.0))

@@ -121,6 +121,7 @@ def _trend_halving(c: PruningConfig) -> Policy:
         horizon=c.trend_horizon,
         window=c.trend_window,
         min_peers=c.min_trials,
+        rejudge=c.trend_rejudge,
     )
 
 

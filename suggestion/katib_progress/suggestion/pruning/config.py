@@ -81,6 +81,7 @@ class PruningConfig(BaseModel):
     trend_keep: str = "50,33,25,25"
     trend_horizon: float = Field(default=3.0, ge=0)
     trend_window: float = Field(default=0.25, gt=0, le=1)
+    trend_rejudge: bool = False
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)

@@ -14,8 +14,12 @@ Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020) in two
 
 The trial is pruned when, in **both** views, more than ``keep`` percent of its peers at that rung are
 better (and at least ``min_peers`` peers reached the rung), unless it leads the experiment (best
-recorded objective among running and completed trials). Each rung is judged once, at the first report
-at or past it; a rung before the trial's first report is skipped.
+recorded objective among running and completed trials). Each rung is judged at the first report at or
+past it; a rung before the trial's first report is skipped. With ``rejudge`` the trial's highest rung
+passed so far is judged again at each later report, against every peer that has reached that rung by
+then, as asynchronous successive halving promotes: a trial that passed a rung because it was among
+the first to reach it (few or weak peers) is stopped once enough better peers have arrived there,
+instead of running to the end unjudged.
 
 State: none outside the engine's history. Scores at a rung are cached per trial once the trial has
 passed the rung (grid steps are never rewritten), so a rebuilt engine decides the same.
@@ -57,6 +61,7 @@ class TrendHalvingPolicy(Policy):
         window: float = 0.25,
         min_window: float = 4.0,
         min_peers: int = 3,
+        rejudge: bool = False,
     ) -> None:
         if not rungs:
             raise ValueError("trend_halving needs at least one rung")
@@ -89,6 +94,7 @@ class TrendHalvingPolicy(Policy):
         self.window = window
         self.min_window = min_window
         self.min_peers = min_peers
+        self.rejudge = rejudge
         self._sign = 1.0 if direction is Direction.MINIMIZE else -1.0
         self._recorded: dict[str, RecordedGrid] = {}
         self._scores: dict[tuple[str, int], tuple[float, float] | None] = {}
@@ -147,8 +153,11 @@ class TrendHalvingPolicy(Policy):
             return Decision(Verdict.CONTINUE, f"no {ctx.objective} value yet", self.name)
         before = trial.progress[-2] if len(trial.progress) >= 2 else -math.inf
         now = trial.progress[-1]
-        for rung, keep in zip(self.rungs, self.keep, strict=True):
-            if not (before < rung <= now + 1e-9):
+        highest = max((i for i, r in enumerate(self.rungs) if r <= now + 1e-9), default=-1)
+        for i, (rung, keep) in enumerate(zip(self.rungs, self.keep, strict=True)):
+            crossed = before < rung <= now + 1e-9
+            again = self.rejudge and i == highest and not crossed
+            if not (crossed or again):
                 continue
             step = math.ceil(rung / self.grid_step - 1e-9)
             mine = self.scores(trial, step)
@@ -168,9 +177,10 @@ class TrendHalvingPolicy(Policy):
                 )
             value = self._sign * mine[0]
             trend = self._sign * mine[1]
+            judged = " (judged again)" if again else ""
             return Decision(
                 Verdict.PRUNE,
-                f"{ctx.objective} {value:.4g} at the {rung:g}% rung (trend-adjusted {trend:.4g}): "
+                f"{ctx.objective} {value:.4g} at the {rung:g}% rung{judged} (trend-adjusted {trend:.4g}): "
                 f"{better_value} and {better_trend} of {len(peers)} trials at {rung:g}% are better, "
                 f"more than the {keep:g}% kept",
                 self.name,
