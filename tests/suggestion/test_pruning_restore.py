@@ -85,6 +85,8 @@ def _feed(engine: PruningEngine, events: list[Event]) -> list[tuple[str, int, bo
         "divergence,adaptive",
         "divergence,trend_halving",
         "divergence,trend_halving|trend_rejudge=true",
+        "divergence,trend_halving|trend_rejudge=true|trend_rungs=5,10,20,40,80|trend_keep=33,50,33,25,25"
+        "|trend_gate_below=10|trend_gate_min=3|trend_gate_top=1",
     ],
 )
 def test_half_a_sweep_then_restart_gives_every_decision_unchanged(policy: str) -> None:

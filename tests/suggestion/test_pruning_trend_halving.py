@@ -106,6 +106,45 @@ def test_rejudge_stops_a_trial_that_passed_its_rung_among_weak_first_peers(rejud
     assert not feed2.point("early", 22, 0.9).prune
 
 
+def _gated(**kw: object) -> TrendHalvingPolicy:
+    # The 5 % rung is gated: it judges once 4 trials reached 20 % and the best of them there passes it.
+    settings: dict[str, object] = {
+        "rungs": (5.0, 20.0),
+        "keep": (50.0, 50.0),
+        "gate_below": 10.0,
+        "gate_ref": 20.0,
+        "gate_min": 4,
+        "gate_top": 1,
+    }
+    return _policy(**(settings | kw))
+
+
+def test_a_gated_rung_waits_until_enough_trials_reached_the_reference() -> None:
+    # No peer has reached 20 % yet: the gated 5 % rung does not judge; ungated, it prunes.
+    for gate_below, pruned in ((10.0, False), (0.0, True)):
+        feed = Feeder(_engine(_gated(gate_below=gate_below)))
+        for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+            feed.run(f"peer{i}", _flat(level, upto=12), end=False)
+        assert feed.run("lag", _flat(0.9, upto=6), end=False)[-1].prune is pruned
+
+
+def test_a_gated_rung_opens_when_the_best_at_the_reference_would_have_passed_it() -> None:
+    policy = _gated()
+    feed = Feeder(_engine(policy))
+    _peers(feed)  # four converged peers up to 30 %: the best at 20 % (0.50) was best at 5 % too
+    decision = feed.run("lag", _flat(0.9, upto=6), end=False)[-1]
+    assert decision.prune and "at the 5% rung" in decision.reason
+
+
+def test_a_gated_rung_stays_shut_when_the_best_at_the_reference_started_slowly() -> None:
+    # 'slow' is behind every peer at 5 % (2.0, flat) and the best of all at 20 % (0.1): the 5 % rung
+    # would have pruned the experiment's best trial, so it does not judge the laggard.
+    feed = Feeder(_engine(_gated()))
+    feed.run("slow", [(p, 2.0 if p <= 6 else 0.1) for p in STEPS if p <= 30], end=False)
+    _peers(feed)
+    assert not feed.run("lag", _flat(0.9, upto=6), end=False)[-1].prune
+
+
 def test_too_few_peers_at_the_rung_are_no_judgement() -> None:
     feed = Feeder(_engine(_policy(min_peers=3)))
     _peers(feed, levels=(0.5, 0.52))
@@ -147,6 +186,9 @@ def test_a_worsening_slope_adds_nothing() -> None:
         ({"trend_keep": "50,33,25,100"}, "trend_keep"),
         ({"trend_horizon": "-1"}, "trend_horizon"),
         ({"trend_window": "0"}, "trend_window"),
+        ({"trend_gate_below": "10", "trend_gate_ref": "10"}, "trend_gate_ref"),
+        ({"trend_gate_top": "7", "trend_gate_min": "6"}, "trend_gate_top"),
+        ({"trend_gate_min": "0"}, "trend_gate_min"),
     ],
 )
 def test_invalid_settings_name_the_setting(settings: dict[str, str], field: str) -> None:
