@@ -81,7 +81,7 @@ class PruningConfig(BaseModel):
     trend_keep: str = "50,33,25,25"
     trend_horizon: float = Field(default=3.0, ge=0)
     trend_window: float = Field(default=0.25, gt=0, le=1)
-    trend_rejudge: bool = False
+    trend_rejudge: bool = True
     trend_gate_below: float = Field(default=0.0, ge=0, lt=100)
     trend_gate_ref: float = Field(default=40.0, gt=0, le=100)
     trend_gate_min: int = Field(default=6, ge=1)

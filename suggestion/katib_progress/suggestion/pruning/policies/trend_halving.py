@@ -15,11 +15,11 @@ Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020) in two
 The trial is pruned when, in **both** views, more than ``keep`` percent of its peers at that rung are
 better (and at least ``min_peers`` peers reached the rung), unless it leads the experiment (best
 recorded objective among running and completed trials). Each rung is judged at the first report at or
-past it; a rung before the trial's first report is skipped. With ``rejudge`` the trial's highest rung
-passed so far is judged again at each later report, against every peer that has reached that rung by
-then, as asynchronous successive halving promotes: a trial that passed a rung because it was among
-the first to reach it (few or weak peers) is stopped once enough better peers have arrived there,
-instead of running to the end unjudged.
+past it; a rung before the trial's first report is skipped. With ``rejudge`` (default) the trial's
+highest rung passed so far is judged again at each later report, against every peer that has
+reached that rung by then, as asynchronous successive halving promotes: a trial that passed a rung
+because it was among the first to reach it (few or weak peers) is stopped once enough better peers
+have arrived there, instead of running to the end unjudged.
 
 Rungs below ``gate_below`` percent are **gated**: such a rung judges only once the experiment has shown
 it would have been safe, i.e. at least ``gate_min`` non-failed trials reached ``gate_ref`` percent and
@@ -68,7 +68,7 @@ class TrendHalvingPolicy(Policy):
         window: float = 0.25,
         min_window: float = 4.0,
         min_peers: int = 3,
-        rejudge: bool = False,
+        rejudge: bool = True,
         gate_below: float = 0.0,
         gate_ref: float = 40.0,
         gate_min: int = 6,
