@@ -57,7 +57,9 @@ def _bank() -> Any:
 
 def _sweep(policy: str) -> tuple[Any, list[Event]]:
     bank = _bank()
-    config = pruning_config(Objective(bank.metric, bank.direction, bank.strategy), policy)
+    name, *pairs = policy.split("|")
+    settings = dict(pair.split("=", 1) for pair in pairs)
+    config = pruning_config(Objective(bank.metric, bank.direction, bank.strategy), name, settings)
     recorder = Recorder(PruningEngine(config))
     replay(bank, recorder, RandomOrder(bank, 3, 40), workers=4)
     return config, recorder.events
@@ -75,7 +77,17 @@ def _feed(engine: PruningEngine, events: list[Event]) -> list[tuple[str, int, bo
 
 
 @pytest.mark.parametrize(
-    "policy", ["default", "median", "hyperband,divergence", "divergence,adaptive", "divergence,trend_halving"]
+    "policy",
+    [
+        "default",
+        "median",
+        "hyperband,divergence",
+        "divergence,adaptive",
+        "divergence,trend_halving",
+        "divergence,trend_halving|trend_rejudge=true",
+        "divergence,trend_halving|trend_rejudge=true|trend_rungs=5,10,20,40,80|trend_keep=33,50,33,25,25"
+        "|trend_gate_below=10|trend_gate_min=3|trend_gate_top=1",
+    ],
 )
 def test_half_a_sweep_then_restart_gives_every_decision_unchanged(policy: str) -> None:
     config, events = _sweep(policy)

@@ -82,6 +82,69 @@ def test_each_rung_is_judged_once_at_the_first_report_past_it() -> None:
     assert "at the 20% rung" in decisions[9].reason
 
 
+@pytest.mark.parametrize("rejudge", [False, True])
+def test_rejudge_stops_a_trial_that_passed_its_rung_among_weak_first_peers(rejudge: bool) -> None:
+    # 'early' passes the 10 % rung as the best of the three weak trials there; four better trials reach
+    # the rung after it. Judged again at its next report (12 %), it is behind more than half of the
+    # seven; judged once (the default), it runs on.
+    feed = Feeder(_engine(_policy(rejudge=rejudge)))
+    _peers(feed, levels=(1.0, 1.1, 1.2))
+    assert not feed.run("early", _flat(0.9, upto=10), end=False)[-1].prune
+    for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+        feed.run(f"strong{i}", _flat(level, upto=30), end=False)
+    decision = feed.point("early", 12, 0.9)
+    assert decision.prune is rejudge
+    if rejudge:
+        assert "at the 10% rung (judged again)" in decision.reason and "4 and 4 of 7" in decision.reason
+    # It only ever looks at its highest rung passed: once past 20 % with no better peer there, the
+    # 10 % rung is not judged again.
+    feed2 = Feeder(_engine(_policy(rejudge=rejudge)))
+    _peers(feed2, levels=(1.0, 1.1, 1.2))
+    feed2.run("early", _flat(0.9, upto=20), end=False)
+    for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+        feed2.run(f"strong{i}", _flat(level, upto=12), end=False)
+    assert not feed2.point("early", 22, 0.9).prune
+
+
+def _gated(**kw: object) -> TrendHalvingPolicy:
+    # The 5 % rung is gated: it judges once 4 trials reached 20 % and the best of them there passes it.
+    settings: dict[str, object] = {
+        "rungs": (5.0, 20.0),
+        "keep": (50.0, 50.0),
+        "gate_below": 10.0,
+        "gate_ref": 20.0,
+        "gate_min": 4,
+        "gate_top": 1,
+    }
+    return _policy(**(settings | kw))
+
+
+def test_a_gated_rung_waits_until_enough_trials_reached_the_reference() -> None:
+    # No peer has reached 20 % yet: the gated 5 % rung does not judge; ungated, it prunes.
+    for gate_below, pruned in ((10.0, False), (0.0, True)):
+        feed = Feeder(_engine(_gated(gate_below=gate_below)))
+        for i, level in enumerate((0.50, 0.52, 0.54, 0.56)):
+            feed.run(f"peer{i}", _flat(level, upto=12), end=False)
+        assert feed.run("lag", _flat(0.9, upto=6), end=False)[-1].prune is pruned
+
+
+def test_a_gated_rung_opens_when_the_best_at_the_reference_would_have_passed_it() -> None:
+    policy = _gated()
+    feed = Feeder(_engine(policy))
+    _peers(feed)  # four converged peers up to 30 %: the best at 20 % (0.50) was best at 5 % too
+    decision = feed.run("lag", _flat(0.9, upto=6), end=False)[-1]
+    assert decision.prune and "at the 5% rung" in decision.reason
+
+
+def test_a_gated_rung_stays_shut_when_the_best_at_the_reference_started_slowly() -> None:
+    # 'slow' is behind every peer at 5 % (2.0, flat) and the best of all at 20 % (0.1): the 5 % rung
+    # would have pruned the experiment's best trial, so it does not judge the laggard.
+    feed = Feeder(_engine(_gated()))
+    feed.run("slow", [(p, 2.0 if p <= 6 else 0.1) for p in STEPS if p <= 30], end=False)
+    _peers(feed)
+    assert not feed.run("lag", _flat(0.9, upto=6), end=False)[-1].prune
+
+
 def test_too_few_peers_at_the_rung_are_no_judgement() -> None:
     feed = Feeder(_engine(_policy(min_peers=3)))
     _peers(feed, levels=(0.5, 0.52))
@@ -123,6 +186,9 @@ def test_a_worsening_slope_adds_nothing() -> None:
         ({"trend_keep": "50,33,25,100"}, "trend_keep"),
         ({"trend_horizon": "-1"}, "trend_horizon"),
         ({"trend_window": "0"}, "trend_window"),
+        ({"trend_gate_below": "10", "trend_gate_ref": "10"}, "trend_gate_ref"),
+        ({"trend_gate_top": "7", "trend_gate_min": "6"}, "trend_gate_top"),
+        ({"trend_gate_min": "0"}, "trend_gate_min"),
     ],
 )
 def test_invalid_settings_name_the_setting(settings: dict[str, str], field: str) -> None:
@@ -135,11 +201,18 @@ def test_settings_reach_the_policy() -> None:
     config = PruningConfig.from_settings(
         "eval_loss",
         "minimize",
-        {"policy": "trend_halving", "trend_rungs": "5,15", "trend_keep": "40,20", "trend_horizon": "1.5"},
+        {
+            "policy": "trend_halving",
+            "trend_rungs": "5,15",
+            "trend_keep": "40,20",
+            "trend_horizon": "1.5",
+            "trend_rejudge": "true",
+        },
     )
     tree = build_policy(config)
     policy = tree.inner  # type: ignore[attr-defined]
     assert isinstance(policy, TrendHalvingPolicy)
     assert (policy.rungs, policy.keep, policy.horizon) == ((5.0, 15.0), (40.0, 20.0), 1.5)
+    assert policy.rejudge is True
     with pytest.raises(ValueError, match="one keep percent per rung"):
         _policy(rungs=(10.0,), keep=(50.0, 50.0))

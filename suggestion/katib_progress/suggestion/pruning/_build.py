@@ -121,6 +121,11 @@ def _trend_halving(c: PruningConfig) -> Policy:
         horizon=c.trend_horizon,
         window=c.trend_window,
         min_peers=c.min_trials,
+        rejudge=c.trend_rejudge,
+        gate_below=c.trend_gate_below,
+        gate_ref=c.trend_gate_ref,
+        gate_min=c.trend_gate_min,
+        gate_top=c.trend_gate_top,
     )
 
 

@@ -81,6 +81,11 @@ class PruningConfig(BaseModel):
     trend_keep: str = "50,33,25,25"
     trend_horizon: float = Field(default=3.0, ge=0)
     trend_window: float = Field(default=0.25, gt=0, le=1)
+    trend_rejudge: bool = True
+    trend_gate_below: float = Field(default=0.0, ge=0, lt=100)
+    trend_gate_ref: float = Field(default=40.0, gt=0, le=100)
+    trend_gate_min: int = Field(default=6, ge=1)
+    trend_gate_top: int = Field(default=2, ge=1)
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)
@@ -150,6 +155,19 @@ class PruningConfig(BaseModel):
             raise ValueError(
                 f"threshold_lower {self.threshold_lower} must not exceed "
                 f"threshold_upper {self.threshold_upper}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _trend_gate(self) -> PruningConfig:
+        if self.trend_gate_below > 0 and self.trend_gate_ref <= self.trend_gate_below:
+            raise ValueError(
+                f"trend_gate_ref {self.trend_gate_ref:g} must lie past "
+                f"trend_gate_below {self.trend_gate_below:g}"
+            )
+        if self.trend_gate_top > self.trend_gate_min:
+            raise ValueError(
+                f"trend_gate_top {self.trend_gate_top} must not exceed trend_gate_min {self.trend_gate_min}"
             )
         return self
 

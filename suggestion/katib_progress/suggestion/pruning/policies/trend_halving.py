@@ -14,8 +14,19 @@ Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020) in two
 
 The trial is pruned when, in **both** views, more than ``keep`` percent of its peers at that rung are
 better (and at least ``min_peers`` peers reached the rung), unless it leads the experiment (best
-recorded objective among running and completed trials). Each rung is judged once, at the first report
-at or past it; a rung before the trial's first report is skipped.
+recorded objective among running and completed trials). Each rung is judged at the first report at or
+past it; a rung before the trial's first report is skipped. With ``rejudge`` (default) the trial's
+highest rung passed so far is judged again at each later report, against every peer that has
+reached that rung by then, as asynchronous successive halving promotes: a trial that passed a rung
+because it was among the first to reach it (few or weak peers) is stopped once enough better peers
+have arrived there, instead of running to the end unjudged.
+
+Rungs below ``gate_below`` percent are **gated**: such a rung judges only once the experiment has shown
+it would have been safe, i.e. at least ``gate_min`` non-failed trials reached ``gate_ref`` percent and
+each of the ``gate_top`` best of them there (by value) would pass the rung against its peers there
+now. Where early ranks predict later ones (chance-level or diverged runs stay behind) the early rung
+opens after the first few trials pass ``gate_ref``; where the best runs start slowly or cross later, it
+stays closed and the ungated rungs judge as before.
 
 State: none outside the engine's history. Scores at a rung are cached per trial once the trial has
 passed the rung (grid steps are never rewritten), so a rebuilt engine decides the same.
@@ -57,6 +68,11 @@ class TrendHalvingPolicy(Policy):
         window: float = 0.25,
         min_window: float = 4.0,
         min_peers: int = 3,
+        rejudge: bool = True,
+        gate_below: float = 0.0,
+        gate_ref: float = 40.0,
+        gate_min: int = 6,
+        gate_top: int = 2,
     ) -> None:
         if not rungs:
             raise ValueError("trend_halving needs at least one rung")
@@ -78,6 +94,13 @@ class TrendHalvingPolicy(Policy):
             raise ValueError(f"trend_halving min_window must be > 0 percent, got {min_window}")
         if min_peers < 1:
             raise ValueError(f"trend_halving min_peers must be >= 1, got {min_peers}")
+        if not (0 <= gate_below < 100) or (gate_below > 0 and not (gate_below < gate_ref <= 100)):
+            raise ValueError(
+                f"trend_halving gate_below must be within [0, 100) and below gate_ref <= 100, "
+                f"got {gate_below} and {gate_ref}"
+            )
+        if not (1 <= gate_top <= gate_min):
+            raise ValueError(f"trend_halving needs 1 <= gate_top <= gate_min, got {gate_top} and {gate_min}")
         if not grid_step > 0:
             raise ValueError(f"grid_step must be > 0, got {grid_step}")
         self.direction = direction
@@ -89,6 +112,11 @@ class TrendHalvingPolicy(Policy):
         self.window = window
         self.min_window = min_window
         self.min_peers = min_peers
+        self.rejudge = rejudge
+        self.gate_below = gate_below
+        self.gate_ref = gate_ref
+        self.gate_min = gate_min
+        self.gate_top = gate_top
         self._sign = 1.0 if direction is Direction.MINIMIZE else -1.0
         self._recorded: dict[str, RecordedGrid] = {}
         self._scores: dict[tuple[str, int], tuple[float, float] | None] = {}
@@ -140,6 +168,39 @@ class TrendHalvingPolicy(Policy):
                 out.append(s)
         return out
 
+    @staticmethod
+    def _behind(
+        mine: tuple[float, float], peers: list[tuple[float, float]], keep: float
+    ) -> tuple[int, int] | None:
+        """(peers better by value, by trend) when more than ``keep`` percent are better in both views."""
+        better_value = sum(1 for p in peers if p[0] < mine[0])
+        better_trend = sum(1 for p in peers if p[1] < mine[1])
+        allowed = keep / 100.0 * len(peers)
+        return (better_value, better_trend) if better_value > allowed and better_trend > allowed else None
+
+    def gate_open(self, step: int, keep: float, experiment: ExperimentState) -> bool:
+        """A gated rung at grid ``step`` judges: at least ``gate_min`` trials reached ``gate_ref`` and the
+        ``gate_top`` best of them there would each pass the rung against its peers there now."""
+        ref = math.ceil(self.gate_ref / self.grid_step - 1e-9)
+        reached = []
+        for t in experiment.trials.values():
+            if t.state is TrialState.FAILED:
+                continue
+            s = self.scores(t, ref)
+            if s is not None and math.isfinite(s[0]):
+                reached.append((s[0], t.name, t))
+        if len(reached) < self.gate_min:
+            return False
+        reached.sort(key=lambda r: (r[0], r[1]))
+        for _, name, t in reached[: self.gate_top]:
+            mine = self.scores(t, step)
+            if mine is None:
+                continue  # its first report lies past the rung: the rung never judged it
+            peers = self._peers(name, step, experiment)
+            if len(peers) >= self.min_peers and self._behind(mine, peers, keep) is not None:
+                return False
+        return True
+
     # -- decision -------------------------------------------------------------------------------
     def decide(self, ctx: PolicyContext) -> Decision:
         trial = ctx.trial
@@ -147,8 +208,11 @@ class TrendHalvingPolicy(Policy):
             return Decision(Verdict.CONTINUE, f"no {ctx.objective} value yet", self.name)
         before = trial.progress[-2] if len(trial.progress) >= 2 else -math.inf
         now = trial.progress[-1]
-        for rung, keep in zip(self.rungs, self.keep, strict=True):
-            if not (before < rung <= now + 1e-9):
+        highest = max((i for i, r in enumerate(self.rungs) if r <= now + 1e-9), default=-1)
+        for i, (rung, keep) in enumerate(zip(self.rungs, self.keep, strict=True)):
+            crossed = before < rung <= now + 1e-9
+            again = self.rejudge and i == highest and not crossed
+            if not (crossed or again):
                 continue
             step = math.ceil(rung / self.grid_step - 1e-9)
             mine = self.scores(trial, step)
@@ -157,20 +221,22 @@ class TrendHalvingPolicy(Policy):
             peers = self._peers(trial.name, step, ctx.experiment)
             if len(peers) < self.min_peers:
                 continue
-            better_value = sum(1 for p in peers if p[0] < mine[0])
-            better_trend = sum(1 for p in peers if p[1] < mine[1])
-            allowed = keep / 100.0 * len(peers)
-            if better_value <= allowed or better_trend <= allowed:
+            behind = self._behind(mine, peers, keep)
+            if behind is None:
                 continue
+            if rung < self.gate_below and not self.gate_open(step, keep, ctx.experiment):
+                continue
+            better_value, better_trend = behind
             if ctx.experiment.leads(trial):
                 return Decision(
                     Verdict.CONTINUE, f"behind at the {rung:g}% rung but leading; spared", self.name
                 )
             value = self._sign * mine[0]
             trend = self._sign * mine[1]
+            judged = " (judged again)" if again else ""
             return Decision(
                 Verdict.PRUNE,
-                f"{ctx.objective} {value:.4g} at the {rung:g}% rung (trend-adjusted {trend:.4g}): "
+                f"{ctx.objective} {value:.4g} at the {rung:g}% rung{judged} (trend-adjusted {trend:.4g}): "
                 f"{better_value} and {better_trend} of {len(peers)} trials at {rung:g}% are better, "
                 f"more than the {keep:g}% kept",
                 self.name,
