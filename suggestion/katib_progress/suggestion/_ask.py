@@ -9,7 +9,7 @@ five parameters of a small study that was about half the time of a GetSuggestion
 ``ask_trial`` makes the same choices in the same order (fixed value, single-valued distribution,
 relative sample, independent sample; the relative sample drawn when the first parameter needs
 it), so it returns the same values as ``Study.ask``, and writes the trial's attributes with the
-trial and all its parameters at once.
+trial and all its parameters at once (in memory: in one write after sampling).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import optuna
 from optuna import pruners
 from optuna.distributions import BaseDistribution, _get_single_value, check_distribution_compatibility
-from optuna.storages import BaseStorage, InMemoryStorage
+from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
 
@@ -38,20 +38,25 @@ def ask_trial(
     storage = study._storage
     # Study.ask: "Sync storage once every trial."
     study._thread_local.cached_all_trials = None
-    template = FrozenTrial(
-        number=-1,
-        state=TrialState.RUNNING,
-        value=None,
-        datetime_start=datetime.now(),
-        datetime_complete=None,
-        params={},
-        distributions={},
-        user_attrs=dict(user_attrs),
-        system_attrs={},
-        intermediate_values={},
-        trial_id=-1,
-    )
-    trial_id = storage.create_new_trial(study._study_id, template_trial=template)
+    in_memory = isinstance(storage, InMemoryStorage)
+    if in_memory:
+        # a plain new RUNNING trial (the template is deep-copied); attributes come with the params
+        trial_id = storage.create_new_trial(study._study_id)
+    else:
+        template = FrozenTrial(
+            number=-1,
+            state=TrialState.RUNNING,
+            value=None,
+            datetime_start=datetime.now(),
+            datetime_complete=None,
+            params={},
+            distributions={},
+            user_attrs=dict(user_attrs),
+            system_attrs={},
+            intermediate_values={},
+            trial_id=-1,
+        )
+        trial_id = storage.create_new_trial(study._study_id, template_trial=template)
     trial = optuna.Trial(study, trial_id)  # the sampler's before_trial
     # Trial._suggest adds each value to the trial's cached copy, which the next independent sample
     # sees; a copy of our own so that the storage's trial is not changed in place.
@@ -74,7 +79,13 @@ def ask_trial(
         dist.to_internal_repr(value)  # Trial._suggest: raises ValueError on an invalid value (NaN)
         cached.distributions[name] = dist
         cached.params[name] = value
-    _write_params(storage, trial_id, cached)
+    cached.user_attrs = dict(user_attrs)
+    if in_memory:
+        assert isinstance(storage, InMemoryStorage)
+        _write_in_memory(storage, trial_id, cached)
+    else:
+        for name, dist in cached.distributions.items():
+            storage.set_trial_param(trial_id, name, dist.to_internal_repr(cached.params[name]), dist)
     return trial, cached.params
 
 
@@ -95,14 +106,11 @@ def _is_relative(trial: optuna.Trial, name: str, dist: BaseDistribution) -> bool
     return bool(dist._contains(dist.to_internal_repr(relative[name])))
 
 
-def _write_params(storage: BaseStorage, trial_id: int, trial: FrozenTrial) -> None:
-    """Store ``trial``'s params as ``storage.set_trial_param`` would, one at a time; the in-memory
-    storage gets them all at once (InMemoryStorage.set_trial_param, for every parameter: check the
-    distribution against the study's, record it, replace the trial by a copy holding the value)."""
-    if not isinstance(storage, InMemoryStorage):
-        for name, dist in trial.distributions.items():
-            storage.set_trial_param(trial_id, name, dist.to_internal_repr(trial.params[name]), dist)
-        return
+def _write_in_memory(storage: InMemoryStorage, trial_id: int, trial: FrozenTrial) -> None:
+    """Store ``trial``'s params and user attributes at once, as ``set_trial_param`` and
+    ``set_trial_user_attr`` would one at a time (InMemoryStorage.set_trial_param, for every
+    parameter: check the distribution against the study's, record it, replace the trial by a copy
+    holding the value)."""
     with storage._lock:
         stored = storage._get_trial(trial_id)
         storage.check_trial_is_updatable(trial_id, stored.state)
@@ -111,6 +119,7 @@ def _write_params(storage: BaseStorage, trial_id: int, trial: FrozenTrial) -> No
         stored = copy.copy(stored)
         stored.params = dict(stored.params)
         stored.distributions = dict(stored.distributions)
+        stored.user_attrs = {**stored.user_attrs, **trial.user_attrs}
         for name, dist in trial.distributions.items():
             previous = known.get(name)
             if previous is not None and previous is not dist:
