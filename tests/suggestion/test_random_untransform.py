@@ -1,12 +1,13 @@
-"""``_random._Untransform`` gives Optuna's ``_SearchSpaceTransform.untransform`` values exactly."""
+"""``_random.Untransform`` gives Optuna's ``_SearchSpaceTransform.untransform`` values exactly."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from optuna._transform import _SearchSpaceTransform
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from katib_progress.suggestion._random import _Untransform
+from katib_progress.suggestion._random import Untransform
 
 SPACE = {
     "f": FloatDistribution(-1.0, 2.5),
@@ -22,9 +23,12 @@ SPACE = {
 }
 
 
-def test_untransform_matches_optuna_on_random_points_and_bounds() -> None:
-    trans = _SearchSpaceTransform(SPACE)
-    ours = _Untransform(SPACE, trans)
+@pytest.mark.parametrize("unit", [False, True])
+def test_untransform_matches_optuna_on_random_points_and_bounds(unit: bool) -> None:
+    """transform_0_1 off: SpaceRandomSampler; on: the cmaes sampler (numeric parameters only)."""
+    space = {n: d for n, d in SPACE.items() if not unit or not isinstance(d, CategoricalDistribution)}
+    trans = _SearchSpaceTransform(space, transform_0_1=unit)
+    ours = Untransform(space, trans)
     low, high = trans.bounds[:, 0], trans.bounds[:, 1]
     rng = np.random.RandomState(0)
     points = [rng.uniform(low, high) for _ in range(3000)]
@@ -33,6 +37,6 @@ def test_untransform_matches_optuna_on_random_points_and_bounds() -> None:
     points.append(ties)
     for x in points:
         expected = trans.untransform(x)
-        got = ours(x.tolist())
+        got = ours(x)
         assert got == expected
         assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]

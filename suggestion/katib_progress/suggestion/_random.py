@@ -28,7 +28,7 @@ class SpaceRandomSampler(BaseSampler):
         self._trans = _SearchSpaceTransform(self._space) if self._space else None
         bounds = self._trans.bounds if self._trans else np.zeros((0, 2))
         self._low, self._high = bounds[:, 0].copy(), bounds[:, 1].copy()
-        self._untransform = _Untransform(self._space, self._trans) if self._trans else None
+        self._untransform = Untransform(self._space, self._trans) if self._trans else None
         self._rng = LazyRandomState(seed)
 
     def reseed_rng(self) -> None:
@@ -44,7 +44,7 @@ class SpaceRandomSampler(BaseSampler):
     ) -> dict[str, Any]:
         if self._untransform is None or not search_space:
             return {}
-        return self._untransform(self._rng.rng.uniform(self._low, self._high).tolist())
+        return self._untransform(self._rng.rng.uniform(self._low, self._high))
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
@@ -53,15 +53,18 @@ class SpaceRandomSampler(BaseSampler):
         return trans.untransform(self._rng.rng.uniform(trans.bounds[:, 0], trans.bounds[:, 1]))[param_name]
 
 
-class _Untransform:
-    """``_SearchSpaceTransform.untransform`` for one fixed space (transform_log and transform_step on,
-    transform_0_1 off), on a list of floats: the same values by the same arithmetic
+class Untransform:
+    """``_SearchSpaceTransform.untransform`` for one fixed space (transform_log on; transform_0_1 as
+    the transform has it: on for cmaes): the same values by the same arithmetic
     (optuna/_transform.py ``untransform`` and ``_untransform_numerical_param``; NumPy's scalar
     ``clip`` and ``round`` replaced by ``min``/``max`` and ``round``, which agree for finite floats:
     both round half to even), without NumPy's per-scalar overhead (a third of a random ask)."""
 
     def __init__(self, space: dict[str, BaseDistribution], trans: _SearchSpaceTransform) -> None:
-        assert trans._transform_log and not trans._transform_0_1
+        assert trans._transform_log
+        raw = trans._raw_bounds
+        # with transform_0_1, untransform first maps [0, 1] onto the raw bounds: low + x * (high - low)
+        self._scale = (raw[:, 0], raw[:, 1] - raw[:, 0]) if trans._transform_0_1 else None
         self._steps: list[tuple[str, int, int, BaseDistribution, Any]] = []
         for (name, dist), columns in zip(space.items(), trans.column_to_encoded_columns, strict=True):
             top = None
@@ -69,7 +72,10 @@ class _Untransform:
                 top = np.nextafter(dist.high, dist.high - 1)  # a NumPy float, as Optuna's
             self._steps.append((name, int(columns[0]), int(columns[-1]) + 1, dist, top))
 
-    def __call__(self, x: list[float]) -> dict[str, Any]:
+    def __call__(self, trans_params: np.ndarray) -> dict[str, Any]:
+        if self._scale is not None:
+            trans_params = self._scale[0] + trans_params * self._scale[1]
+        x: list[float] = trans_params.tolist()
         params: dict[str, Any] = {}
         for name, first, end, d, top in self._steps:
             if isinstance(d, CategoricalDistribution):
