@@ -58,3 +58,32 @@ def test_restart_after_max_trial_count_was_raised_keeps_serving(start_server) ->
     with pytest.raises(grpc.RpcError) as info:
         katib.validate()
     assert "maxTrialCount=9: exceeds the 6 combinations" in str(info.value.details())
+
+
+def test_grid_pick_is_the_first_least_used_combination_in_seeded_order() -> None:
+    """``GridPlan.pick``: unused combinations first, in the plan's order; a failed trial frees its
+    combination; once all are used, the least-used one that comes first in the order."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from katib_progress.suggestion._grid import GridPlan
+
+    plan = GridPlan({"a": [1, 2, 3], "b": ["x", "y"]}, seed=4)
+    order = [plan._params(i) for i in plan._order]
+    dists = {
+        "a": optuna.distributions.IntDistribution(1, 3),
+        "b": optuna.distributions.CategoricalDistribution(["x", "y"]),
+    }
+
+    def trial(params: dict, state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
+        return create_trial(
+            state=state,
+            value=1.0 if state is TrialState.COMPLETE else None,
+            params=params,
+            distributions=dists,
+        )
+
+    trials = [trial(order[0]), trial(order[1], TrialState.FAIL), trial(order[2])]
+    assert plan.pick(trials) == order[1]  # the failed one's combination is free again
+    trials = [trial(p) for p in order] + [trial(order[3]), trial(order[0])]
+    assert plan.pick(trials) == order[1]  # all used once, 0 and 3 twice: the first used once

@@ -27,7 +27,7 @@ from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from katib_progress.suggestion._random import SpaceRandomSampler
+from katib_progress.suggestion._random import SpaceRandomSampler, Untransform
 
 GENERATION_ATTR = "kp:cma:generation"
 TOLD_ATTR = "kp:cma:told"
@@ -49,6 +49,7 @@ class KeptCmaEsSampler(BaseSampler):
         }
         # CmaEsSampler.sample_relative: transform_step=True, transform_0_1=True (bounds [0, 1]).
         self._trans = _SearchSpaceTransform(self._space, transform_step=True, transform_0_1=True)
+        self._untransform = Untransform(self._space, self._trans)
         self._sigma0 = sigma0
         self._rng = LazyRandomState(seed)
         # Parameters CMA-ES doesn't handle, and all of them until a trial has completed, are
@@ -115,7 +116,7 @@ class KeptCmaEsSampler(BaseSampler):
         x = cma.ask()
         storage.set_trial_system_attr(trial._trial_id, GENERATION_ATTR, cma.generation)
         self._members.setdefault(cma.generation, []).append(trial._trial_id)
-        values.update(self._trans.untransform(x))
+        values.update(self._untransform(x))
         return values
 
     def _new_optimizer(self) -> Any:

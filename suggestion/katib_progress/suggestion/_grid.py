@@ -124,5 +124,10 @@ class GridPlan:
             index = self._index_of(trial.params)
             if index is not None:
                 uses[index] = uses.get(index, 0) + 1
-        best = min(self._order, key=lambda i: uses.get(i, 0))  # first unused in seeded order
+        if len(uses) < self.size:
+            # the first unused combination in seeded order: walks past the used ones only, where
+            # ``min`` over the whole order (the same index) took 30-45 ms for a 67,200-point grid
+            best = next(i for i in self._order if i not in uses)
+        else:
+            best = min(self._order, key=lambda i: uses[i])  # the first least-used one
         return self._params(best)

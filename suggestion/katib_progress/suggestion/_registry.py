@@ -45,6 +45,9 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
 class _Slot:
     lock: threading.Lock = field(default_factory=threading.Lock)
     study: ExperimentStudy | None = None
+    #: the last spec whose fingerprint matched ``study``'s: Katib sends the same spec in every
+    #: request, and comparing it costs a fraction of computing its fingerprint (a JSON dump).
+    spec: ExperimentSpec | None = None
 
 
 class StudyRegistry:
@@ -70,12 +73,13 @@ class StudyRegistry:
             slot = self._slots.setdefault(spec.name, _Slot())
         with slot.lock:
             study = slot.study
-            if study is None or study.fingerprint != spec_fingerprint(spec):
+            if study is None or (spec != slot.spec and study.fingerprint != spec_fingerprint(spec)):
                 if study is not None:
                     _log.warning("experiment %r changed its search; starting a new study", spec.name)
                 checked = check_experiment(spec, creating=False)
                 study = ExperimentStudy(checked, storage=self._storage, curve_source=self._curves)
                 slot.study = study
+            slot.spec = spec
             study.sync(trials)
             return study.suggest(count, total)
 

@@ -20,6 +20,7 @@ from optuna.storages import BaseStorage
 from optuna.study._tell import _tell_with_warning
 from optuna.trial import FrozenTrial
 
+from katib_progress.suggestion._ask import ask_trial
 from katib_progress.suggestion._checks import CheckedExperiment, resource_value
 from katib_progress.suggestion._domain import (
     Direction,
@@ -96,9 +97,8 @@ class ExperimentStudy:
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
         self._names = NameIndex(spec.name, checked.seed)
-        self._samplers = AskSamplers(
-            spec.algorithm, checked.settings, checked.seed, checked.space.distributions()
-        )
+        self._distributions = checked.space.distributions()
+        self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed, self._distributions)
         direction = (
             optuna.study.StudyDirection.MAXIMIZE
             if spec.direction is Direction.MAXIMIZE
@@ -332,17 +332,11 @@ class ExperimentStudy:
         elif isinstance(checked.settings, HyperbandSettings):
             param = checked.space.by_name()[checked.settings.resource_name]
             fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
-        if fixed is not None:
-            self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
         self.study.sampler = self._samplers.for_ask(seed)
-        trial = self.study.ask(checked.space.distributions())
-        if fixed is None:
-            for key, value in attrs.items():
-                trial.set_user_attr(key, value)
+        trial, params = ask_trial(self.study, self._distributions, attrs, fixed)
         self._open[name] = trial
         self._number[name] = trial.number
         self._n_trials += 1
-        params = trial.params  # a deep copy per access
         assignments = tuple((p.name, p.format(params[p.name])) for p in checked.space.params)
         return Suggestion(name, assignments)
 

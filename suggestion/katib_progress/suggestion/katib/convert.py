@@ -79,16 +79,24 @@ class ProtoTrial:
     """A trial of a GetSuggestions request (a ``ReportedTrial``) whose assignments and observation
     are read from the proto when first asked for. Katib sends every trial in every request, and
     the study reads those two only for trials it has not recorded or finished yet: reading them
-    for all 1,000 trials of a request took about 8 ms, reading name and condition 0.4 ms."""
+    for all 1,000 trials of a request took about 8 ms."""
 
-    __slots__ = ("_assignments", "_observation", "_proto", "name", "state")
+    __slots__ = ("_assignments", "_observation", "_proto", "_state", "name")
 
     def __init__(self, trial: Any) -> None:
         self._proto = trial
         self.name: str = trial.name
-        self.state: TrialState = _CONDITIONS.get(trial.status.condition, TrialState.RUNNING)
+        self._state: TrialState | None = None
         self._assignments: tuple[tuple[str, str], ...] | None = None
         self._observation: Observation | None = None
+
+    @property
+    def state(self) -> TrialState:
+        """Read when first asked for too: the study asks only for new and still-running trials
+        (reading every trial's condition took 1 ms of a 1,000-trial request, its name 0.3 ms)."""
+        if self._state is None:
+            self._state = _CONDITIONS.get(self._proto.status.condition, TrialState.RUNNING)
+        return self._state
 
     @property
     def assignments(self) -> tuple[tuple[str, str], ...]:
