@@ -29,6 +29,7 @@ from katib_progress.suggestion.pruning.policies.budget import BudgetPolicy
 from katib_progress.suggestion.pruning.policies.cost import CostGuard
 from katib_progress.suggestion.pruning.policies.divergence import DivergencePolicy
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
+from katib_progress.suggestion.pruning.policies.lone_stall import LoneStallPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
@@ -89,6 +90,15 @@ def _stall(c: PruningConfig) -> Policy:
         min_rel_improvement=c.stall_min_rel_improvement,
         min_points=c.stall_min_points,
         max_peers=c.min_trials - 1 if c.stall_alone_only else None,
+    )
+
+
+def _lone_stall(c: PruningConfig) -> Policy:
+    return LoneStallPolicy(
+        max_remaining=c.lone_stall_max_remaining,
+        noise=c.lone_stall_noise,
+        min_progress=c.lone_stall_min_progress,
+        min_points=c.lone_stall_min_points,
     )
 
 
@@ -167,6 +177,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         PolicyEntry("divergence", "outer", _divergence),
         PolicyEntry("budget", "outer", _budget),
         PolicyEntry("stall", "guarded", _stall),
+        PolicyEntry("lone_stall", "guarded", _lone_stall),
         PolicyEntry("extrapolation", "guarded", _extrapolation),
         PolicyEntry("adaptive", "guarded", _adaptive),
         PolicyEntry("trend_halving", "guarded", _trend_halving),

@@ -21,7 +21,16 @@ from katib_progress.suggestion.pruning._history import Direction, Strategy, defa
 
 #: Policy names accepted in the ``policy`` setting (comma-separated; combined with AnyOf).
 OPTUNA_POLICIES = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "threshold")
-OWN_POLICIES = ("divergence", "stall", "extrapolation", "adaptive", "trend_halving", "budget", "nop")
+OWN_POLICIES = (
+    "divergence",
+    "stall",
+    "lone_stall",
+    "extrapolation",
+    "adaptive",
+    "trend_halving",
+    "budget",
+    "nop",
+)
 POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
 #: What ``default`` expands to (see docs/pruning.md for the reasoning).
 DEFAULT_POLICIES = ("divergence", "trend_halving")
@@ -67,6 +76,15 @@ class PruningConfig(BaseModel):
     #: Stall judges a trial only while fewer than ``min_trials`` peers have reached its progress;
     #: with enough peers the percentile/median comparison decides (measured: see docs/benchmarks.md).
     stall_alone_only: bool = True
+    # Lone stall (policy ``lone_stall``: acts only while the experiment has no other trial)
+    #: Prune when the fitted upper bound of the improvement still ahead is at most this share of the
+    #: improvement so far.
+    lone_stall_max_remaining: float = Field(default=0.02, gt=0, lt=1)
+    #: Residual standard deviations of the fit added to the predicted remaining improvement.
+    lone_stall_noise: float = Field(default=1.0, ge=0)
+    lone_stall_min_progress: float = Field(default=10.0, ge=0, lt=100)
+    #: Finite objective reports needed before a lone trial is judged (4 fits 3 parameters plus one).
+    lone_stall_min_points: int = Field(default=5, ge=4)
     extrapolation_min_progress: float = Field(default=30.0, ge=0, lt=100)
     extrapolation_p: float = Field(default=0.05, gt=0, lt=1)
     # Adaptive warm-up (policy ``adaptive``)

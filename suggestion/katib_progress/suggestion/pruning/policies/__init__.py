@@ -6,6 +6,7 @@ from katib_progress.suggestion.pruning.policies.budget import BudgetPolicy
 from katib_progress.suggestion.pruning.policies.cost import CostGuard
 from katib_progress.suggestion.pruning.policies.divergence import DivergencePolicy
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
+from katib_progress.suggestion.pruning.policies.lone_stall import LoneStallPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
@@ -17,6 +18,7 @@ __all__ = [
     "CostGuard",
     "DivergencePolicy",
     "ExtrapolationPolicy",
+    "LoneStallPolicy",
     "NopPolicy",
     "OptunaPrunerPolicy",
     "Policy",
