@@ -83,7 +83,8 @@ def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
     start_server, monkeypatch, algorithm
 ) -> None:
     """A sampler built per ask replays cmaes' generations from the trial attributes: the kept
-    optimizer must be in exactly that state (for random: the reseed covers every random state)."""
+    optimizer must be in exactly that state (for random: a stream positioned from its start by the
+    ask's index is where the kept one is)."""
     from katib_progress.suggestion import _samplers
 
     def run() -> list:
@@ -97,8 +98,11 @@ def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
 
     kept = run()
 
-    def fresh(self, seed):
-        return _samplers.make_sampler(self._algorithm, self._settings, seed, self._space)
+    def fresh(self, seed, index):
+        sampler = _samplers.make_sampler(self._algorithm, self._settings, seed, self._space)
+        if self._stream_seed is not None:  # random: Katib's stream, positioned from its start
+            sampler.position_stream(self._stream_seed, index)
+        return sampler
 
     monkeypatch.setattr(_samplers.AskSamplers, "for_ask", fresh)
     assert run() == kept

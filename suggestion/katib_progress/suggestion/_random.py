@@ -30,9 +30,33 @@ class SpaceRandomSampler(BaseSampler):
         self._low, self._high = bounds[:, 0].copy(), bounds[:, 1].copy()
         self._untransform = Untransform(self._space, self._trans) if self._trans else None
         self._rng = LazyRandomState(seed)
+        self._stream_at: int | None = None  # asks drawn from the experiment's stream (stream mode)
 
     def reseed_rng(self) -> None:
         self._rng.rng.seed()
+
+    def position_stream(self, seed: int, index: int) -> None:
+        """Put the random state where Katib's ``random`` has it before its ask number ``index``.
+
+        Katib's service (pkg/suggestion/v1beta1/optuna/base_service.py, ``_create_sampler`` and
+        ``_ask``) keeps one ``RandomSampler(seed=random_state)`` per experiment and asks each
+        suggestion with ``study.ask(fixed_distributions=...)``; Optuna's
+        ``RandomSampler.sample_independent`` (optuna/samplers/_random.py, 3.3 as in 5.0) draws one
+        uniform per column of each parameter's ``_SearchSpaceTransform``, parameter by parameter. So
+        ask ``index`` reads values ``[index * D, (index + 1) * D)`` of one ``RandomState(seed)``
+        stream, D being the space's column count: the same values this sampler draws for the whole
+        space at once. Positioning from ``index`` alone keeps a restarted service exact (Katib's own
+        restarts from the stream's start and repeats earlier suggestions). Not the same as Katib's
+        when a parameter has a single value: Optuna takes that value without a draw, here its column
+        still consumes one."""
+        rng = self._rng.rng
+        at = self._stream_at
+        if at is None or index < at:  # the first ask, or an index already passed: from the start
+            rng.seed(seed)
+            at = 0
+        if index > at:
+            rng.random_sample((index - at) * len(self._low))  # the asks in between, unseen here
+        self._stream_at = index
 
     def infer_relative_search_space(
         self, study: optuna.Study, trial: FrozenTrial
@@ -44,7 +68,10 @@ class SpaceRandomSampler(BaseSampler):
     ) -> dict[str, Any]:
         if self._untransform is None or not search_space:
             return {}
-        return self._untransform(self._rng.rng.uniform(self._low, self._high))
+        draw = self._rng.rng.uniform(self._low, self._high)
+        if self._stream_at is not None:
+            self._stream_at += 1
+        return self._untransform(draw)
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

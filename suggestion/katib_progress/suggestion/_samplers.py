@@ -29,6 +29,7 @@ from katib_progress.suggestion._settings import (
     CmaEsSettings,
     GPSettings,
     QMCSettings,
+    RandomSettings,
     TPESettings,
 )
 from katib_progress.suggestion._space import Space
@@ -104,10 +105,17 @@ class AskSamplers:
         self._space = space
         fresh = isinstance(settings, _FRESH_PER_ASK)
         self._kept = None if fresh else make_sampler(algorithm, settings, seed, space)
+        # ``random`` draws Katib's stream (SpaceRandomSampler.position_stream): the experiment's seed
+        # itself, positioned by the ask's index, instead of a seed derived per ask.
+        self._stream_seed = seed if type(settings) is RandomSettings else None
 
-    def for_ask(self, seed: int) -> BaseSampler:
+    def for_ask(self, seed: int, index: int) -> BaseSampler:
+        """The sampler for ask number ``index``, whose derived seed is ``seed``."""
         if self._kept is None:
             return make_sampler(self._algorithm, self._settings, seed, self._space)
+        if self._stream_seed is not None and isinstance(self._kept, SpaceRandomSampler):
+            self._kept.position_stream(self._stream_seed, index)
+            return self._kept
         reseed(self._kept, seed)
         return self._kept
 

@@ -332,7 +332,7 @@ class ExperimentStudy:
         elif isinstance(checked.settings, HyperbandSettings):
             param = checked.space.by_name()[checked.settings.resource_name]
             fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
-        self.study.sampler = self._samplers.for_ask(seed)
+        self.study.sampler = self._samplers.for_ask(seed, index)
         trial, params = ask_trial(self.study, self._distributions, attrs, fixed)
         self._open[name] = trial
         self._number[name] = trial.number
