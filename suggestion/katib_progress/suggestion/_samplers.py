@@ -7,7 +7,8 @@ experiment and, before each ask, puts every random state in it into the state a 
 built with that ask's seed would have; what else the sampler keeps (the search-space intersection
 it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
 trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
-ask.
+ask. ``random`` is the exception: it reads Katib's one stream per experiment, positioned from the
+trial index (``SpaceRandomSampler.position_stream``), so the index alone still fixes each suggestion.
 """
 
 from __future__ import annotations
