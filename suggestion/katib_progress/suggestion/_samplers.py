@@ -7,8 +7,10 @@ experiment and, before each ask, puts every random state in it into the state a 
 built with that ask's seed would have; what else the sampler keeps (the search-space intersection
 it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
 trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
-ask. ``random`` is the exception: it reads Katib's one stream per experiment, positioned from the
-trial index (``SpaceRandomSampler.position_stream``), so the index alone still fixes each suggestion.
+ask. ``random`` and ``cmaes`` are the exceptions: they read Katib's streams, seeded once per
+experiment. ``random`` positions its stream from the trial index
+(``SpaceRandomSampler.position_stream``), so the index alone still fixes each suggestion; ``cmaes``
+records in the trials what its streams gave and a reloaded study replays that (``_cma``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class AskSamplers:
         self._algorithm = algorithm
         self._settings = settings
         self._space = space
+        self._seed = seed
         fresh = isinstance(settings, _FRESH_PER_ASK)
         self._kept = None if fresh else make_sampler(algorithm, settings, seed, space)
         # ``random`` draws Katib's stream (SpaceRandomSampler.position_stream): the experiment's seed
@@ -117,6 +120,8 @@ class AskSamplers:
         if self._stream_seed is not None and isinstance(self._kept, SpaceRandomSampler):
             self._kept.position_stream(self._stream_seed, index)
             return self._kept
+        if isinstance(self._kept, KeptCmaEsSampler):
+            return self._kept  # continues Katib's streams itself (see ``_cma``)
         reseed(self._kept, seed)
         return self._kept
 
