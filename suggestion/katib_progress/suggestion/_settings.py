@@ -50,7 +50,8 @@ class TPESettings(_Settings):
     #: ask after the startup trials, so 0 samples with one candidate (``effective_ei_candidates``).
     n_ei_candidates: Annotated[int, Field(ge=0)] = 64
     multivariate: bool = True
-    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0 here; see the subclass.
+    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0 (``multivariate-tpe`` runs
+    #: Katib's own sampler, ``_katib_tpe``).
     prior_weight: ClassVar[float] = 1.0
 
     @property
