@@ -24,9 +24,12 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from benchmarks.katib_tpe_fixture import TRIALS, params
 from katib_progress.suggestion._katib_tpe import (
     ParzenEstimator,
+    _bisect_log_ndtr,
     _Categorical,
+    _horner,
     _logpdf,
     _ndtr,
+    _ndtri_exp,
     _Numerical,
     _ppf,
     default_gamma,
@@ -97,6 +100,43 @@ def test_quantiles_invert_the_truncated_cdf() -> None:
     x = _ppf(q, a, b)
     lo, hi = _ndtr(a), _ndtr(b)
     assert (_ndtr(x) - lo) / (hi - lo) == pytest.approx(q, rel=1e-12)
+
+
+def test_the_shortened_bisection_gives_3_3s_bisection_bit_for_bit() -> None:
+    """``_ndtri_exp`` skips ``log_ndtr`` calls far from the root and stops once a halving changes
+    nothing: the answers must be the 100 full halvings' (3.3 _truncnorm.py ``_bisect``), in every
+    range of ``log_ndtr`` (its series below -20, log of the CDF, the upper tail above 6)."""
+    from optuna.samplers._tpe._truncnorm import _log_ndtr_single
+
+    rng = np.random.RandomState(0)
+    xs = np.concatenate(
+        [
+            rng.uniform(-100, 100, 300),
+            rng.uniform(-22, -18, 300),
+            rng.normal(0, 2, 600),
+            rng.uniform(4, 9, 300),
+        ]
+    )
+    targets = np.concatenate(
+        [
+            [_log_ndtr_single(float(x)) for x in xs],
+            -rng.exponential(1.0, 300),
+            -(10 ** rng.uniform(-300, 4, 300)),
+            [0.0, -1e-320, -5000.0, -6000.0, -math.inf],
+        ]
+    )
+    with np.errstate(all="ignore"):
+        fast = _ndtri_exp(targets)
+    slow = np.asarray([_bisect_log_ndtr(float(t)) for t in targets])
+    assert fast.tobytes() == slow.tobytes()
+
+
+def test_polynomials_are_evaluated_as_numpy_evaluates_them() -> None:
+    from optuna.samplers._tpe._erf import pa, pp, qa, qq, ra, rb, sa, sb
+
+    x = np.concatenate([np.random.RandomState(1).uniform(-10, 10, 2000), [0.0, -0.0, 1e-300]])
+    for poly in (pp, qq, pa, qa, ra, sa, rb, sb):
+        assert _horner(poly)(x).tobytes() == poly(x).tobytes()
 
 
 def test_candidates_draw_parameter_by_parameter_in_the_space_order() -> None:
