@@ -66,7 +66,13 @@ class SpaceRandomSampler(BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if self._untransform is None or not search_space:
+        if not search_space:
+            return {}
+        return self.draw()
+
+    def draw(self) -> dict[str, Any]:
+        """One draw for the whole space (the relative sample; study and trial play no part)."""
+        if self._untransform is None:
             return {}
         draw = self._rng.rng.uniform(self._low, self._high)
         if self._stream_at is not None:

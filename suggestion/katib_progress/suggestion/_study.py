@@ -180,11 +180,11 @@ class ExperimentStudy:
             handle = self._open.pop(name)
             curve = self._curve(TrialRecord(name, (), TrialState.PRUNED))
             if curve:
-                for step, value in sorted(curve.items()):
-                    handle.report(value, step)
-                self._tell(handle, state=optuna.trial.TrialState.PRUNED)
+                # Optuna's tell gives a PRUNED trial told without a value its last intermediate
+                # value (optuna/study/_tell.py ``_tell_with_warning``), as ``_outcome`` does
+                self._close(handle, _Outcome(optuna.trial.TrialState.PRUNED, curve[max(curve)], curve))
             else:
-                self._tell(handle, state=optuna.trial.TrialState.FAIL)
+                self._close(handle, _Outcome(optuna.trial.TrialState.FAIL, None, {}))
             _log.info(
                 "trial %s is no longer reported by Katib (MetricsUnavailable, or EarlyStopped without an "
                 "observation): recorded as %s",
@@ -234,14 +234,18 @@ class ExperimentStudy:
         self._n_trials += 1
 
     def _finish(self, record: ReportedTrial, handle: optuna.Trial) -> None:
-        outcome = self._outcome(record)
+        self._close(handle, self._outcome(record))
+        del self._open[record.name]
+
+    def _close(self, handle: optuna.Trial, outcome: _Outcome) -> None:
+        """Report ``outcome``'s intermediate values and tell its state (a PRUNED trial's value is
+        its last intermediate value, which Optuna's tell takes when given none)."""
         for step, value in sorted(outcome.intermediate.items()):
             handle.report(value, step)
         if outcome.state is optuna.trial.TrialState.COMPLETE:
             self._tell(handle, outcome.value)
         else:
             self._tell(handle, state=outcome.state)
-        del self._open[record.name]
 
     def _tell(
         self, handle: optuna.Trial, value: float | None = None, state: optuna.trial.TrialState | None = None
