@@ -82,6 +82,10 @@ class SpaceRandomSampler(BaseSampler):
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
+        return self.draw_one(param_name, param_distribution)
+
+    def draw_one(self, param_name: str, param_distribution: BaseDistribution) -> Any:
+        """One parameter's independent sample (study and trial play no part)."""
         trans = _SearchSpaceTransform({param_name: param_distribution})
         return trans.untransform(self._rng.rng.uniform(trans.bounds[:, 0], trans.bounds[:, 1]))[param_name]
 

@@ -84,6 +84,12 @@ class StudyRegistry:
             return study.suggest(count, total)
 
     def study(self, experiment: str) -> ExperimentStudy | None:
+        """The experiment's study, every trial written to its Optuna study (``materialise``)."""
         with self._lock:
             slot = self._slots.get(experiment)
-        return None if slot is None else slot.study
+        if slot is None:
+            return None
+        with slot.lock:
+            if slot.study is not None:
+                slot.study.materialise()
+            return slot.study
