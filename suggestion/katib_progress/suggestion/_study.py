@@ -150,6 +150,10 @@ class ExperimentStudy:
         # storage is read by others, optuna-dashboard and a restarted service)
         fast = storage is None and type(checked.settings) in _FAST
         self._recorded: list[_Recorded] | None = [] if fast else None
+        self._resource: dict[str, Any] | None = None  # hyperband: the resource parameter's value
+        if isinstance(checked.settings, HyperbandSettings):
+            param = checked.space.by_name()[checked.settings.resource_name]
+            self._resource = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
         self._load()
 
     @property
@@ -230,7 +234,18 @@ class ExperimentStudy:
         current = {t.name for t in trials}
         self._tell_vanished(current)
         self._seen.update(current)
-        new = [t for t in trials if t.name not in self._number and t.name not in self._unusable]
+        # one pass: the open trials Katib reports finished (told after the new ones are added, a
+        # new trial being added finished if it is), and the new trials
+        opened, known, unusable = self._open, self._number, self._unusable
+        ending: list[tuple[ReportedTrial, optuna.Trial | _Recorded]] = []
+        new: list[ReportedTrial] = []
+        for t in trials:
+            handle = opened.get(t.name)
+            if handle is not None:
+                if t.state.finished:
+                    ending.append((t, handle))
+            elif t.name not in known and t.name not in unusable:
+                new.append(t)
         if new:
             horizon = 2 * (len(trials) + self._n_trials) + _NAME_HORIZON_SLACK
             ours = self._names.lookup((t.name for t in new), horizon)
@@ -239,10 +254,8 @@ class ExperimentStudy:
             self._study.sampler = optuna.samplers.RandomSampler(seed=0)  # params are all fixed
             for record in [*foreign, *mine]:
                 self._add(record, ours.get(record.name))
-        for record in trials:
-            handle = self._open.get(record.name)
-            if handle is not None and record.state.finished:
-                self._finish(record, handle)
+        for record, handle in ending:
+            self._finish(record, handle)
 
     def _tell_vanished(self, current: set[str]) -> None:
         """Katib never sends back a trial that ended MetricsUnavailable, or EarlyStopped without an
@@ -415,9 +428,8 @@ class ExperimentStudy:
             fixed = checked.grid.pick(self._study.get_trials(deepcopy=False))
         elif isinstance(checked.settings, QMCSettings):
             fixed = qmc_point(checked.space, checked.settings, checked.seed, index)
-        elif isinstance(checked.settings, HyperbandSettings):
-            param = checked.space.by_name()[checked.settings.resource_name]
-            fixed = {param.name: param.parse(resource_value(param, checked.settings.r_l))}
+        elif self._resource is not None:
+            fixed = self._resource
         sampler = self._samplers.for_ask(seed, index)
         self._study.sampler = sampler
         if self._recorded is not None:
