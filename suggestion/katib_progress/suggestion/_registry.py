@@ -79,6 +79,12 @@ class StudyRegistry:
                 checked = check_experiment(spec, creating=False)
                 study = ExperimentStudy(checked, storage=self._storage, curve_source=self._curves)
                 slot.study = study
+                _log.info(
+                    "experiment %r: %s study started, %d trials reported",
+                    spec.name,
+                    spec.algorithm,
+                    len(trials),
+                )
             slot.spec = spec
             study.sync(trials)
             return study.suggest(count, total)

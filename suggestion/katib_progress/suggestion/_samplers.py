@@ -110,6 +110,11 @@ class AskSamplers:
         # itself, positioned by the ask's index, instead of a seed derived per ask.
         self._stream_seed = seed if type(settings) is RandomSettings else None
 
+    @property
+    def streams(self) -> bool:
+        """Whether asks read the experiment's stream (``random``): ``for_ask`` ignores their seed."""
+        return self._stream_seed is not None
+
     def for_ask(self, seed: int, index: int) -> BaseSampler:
         """The sampler for ask number ``index``, whose derived seed is ``seed``."""
         if self._kept is None:

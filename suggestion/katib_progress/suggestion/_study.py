@@ -421,7 +421,7 @@ class ExperimentStudy:
     def _ask_one(self) -> Suggestion:
         checked = self.checked
         index, name = self._fresh_name()
-        seed = derive_seed(checked.seed, "ask", index)
+        seed = 0 if self._samplers.streams else derive_seed(checked.seed, "ask", index)
         attrs: dict[str, Any] = {NAME_ATTR: name, INDEX_ATTR: index}
         fixed: dict[str, Any] | None = None
         if checked.grid is not None:
