@@ -10,6 +10,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from katib_progress.suggestion._ask import ask_trial
+from katib_progress.suggestion._katib_tpe import KatibTPESampler
 
 SPACE = {
     "x": FloatDistribution(0.0, 1.0),
@@ -25,6 +26,7 @@ SAMPLERS: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
     "multivariate-tpe": lambda: optuna.samplers.TPESampler(
         seed=5, n_startup_trials=4, multivariate=True, constant_liar=True
     ),
+    "katib-multivariate-tpe": lambda: KatibTPESampler(SPACE, seed=5, n_startup_trials=4),
 }
 
 

@@ -1,4 +1,5 @@
-"""One sampler per experiment, reseeded per ask (issue 15 item 3); restart determinism is covered by
+"""One sampler per experiment, reseeded per ask (issue 15 item 3; random, multivariate-tpe and cmaes
+continue Katib's streams instead); restart determinism is covered by
 test_suggestion_restart.py (tpe, multivariate-tpe, random, qmc, grid; cmaes with storage)."""
 
 from __future__ import annotations
@@ -78,13 +79,14 @@ def test_cmaes_tells_each_generation_once_with_its_first_completed_trials(start_
     assert max(t.system_attrs.get(GENERATION_ATTR, -1) for t in trials) == len(tells)
 
 
-@pytest.mark.parametrize("algorithm", ["cmaes", "random"])
+@pytest.mark.parametrize("algorithm", ["cmaes", "random", "multivariate-tpe"])
 def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
     start_server, monkeypatch, algorithm
 ) -> None:
-    """A sampler built per ask replays cmaes' generations from the trial attributes: the kept
-    optimizer must be in exactly that state (for random: a stream positioned from its start by the
-    ask's index is where the kept one is)."""
+    """A sampler built per ask replays cmaes' generations and random streams from the trial
+    attributes: the kept optimizer and streams must be in exactly that state (for random and
+    multivariate-tpe: streams positioned from their start by the ask's index are where the kept
+    ones are)."""
     from katib_progress.suggestion import _samplers
 
     def run() -> list:
@@ -99,8 +101,10 @@ def test_kept_sampler_suggests_what_a_sampler_built_per_ask_suggests(
     kept = run()
 
     def fresh(self, seed, index):
+        if algorithm == "cmaes":  # Katib's streams, seeded with random_state, replayed
+            return _samplers.make_sampler(self._algorithm, self._settings, self._seed, self._space)
         sampler = _samplers.make_sampler(self._algorithm, self._settings, seed, self._space)
-        if self._stream_seed is not None:  # random: Katib's stream, positioned from its start
+        if self._stream_seed is not None:  # Katib's streams, positioned from their start
             sampler.position_stream(self._stream_seed, index)
         return sampler
 

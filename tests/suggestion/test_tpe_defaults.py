@@ -1,11 +1,12 @@
-"""tpe defaults (chosen by measurement, docs/suggestion.md "TPE defaults"); Katib's setting names keep
-their meaning (over gRPC)."""
+"""tpe defaults (chosen by measurement, docs/suggestion.md "TPE defaults"); multivariate-tpe is Katib's
+(Optuna 3.3's defaults, test_katib_tpe.py); Katib's setting names keep their meaning (over gRPC)."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
+from katib_progress.suggestion._katib_tpe import KatibTPESampler
 from tests.suggestion.katib_fake import FakeKatib, experiment
 
 
@@ -16,16 +17,26 @@ def _sampler(server, katib: FakeKatib):  # type: ignore[no-untyped-def]
     return study.study.sampler
 
 
-@pytest.mark.parametrize("algorithm", ["tpe", "multivariate-tpe", "kp-tpe"])
+@pytest.mark.parametrize("algorithm", ["tpe", "kp-tpe"])
 def test_defaults_are_multivariate_with_64_candidates(start_server, algorithm) -> None:
     server = start_server()
     sampler = _sampler(server, FakeKatib(server.bound_addresses[0], experiment(algorithm=algorithm)))
     assert type(sampler).__name__ == "TPESampler"
     assert sampler._multivariate is True and sampler._n_ei_candidates == 64
     assert sampler._n_startup_trials == 10 and sampler._constant_liar is True
-    # multivariate-tpe's prior weight was chosen against Katib's multivariate-tpe, tpe's is Optuna's
-    expected = 1.5 if algorithm == "multivariate-tpe" else 1.0
-    assert sampler._parzen_estimator_parameters.prior_weight == expected
+    assert sampler._parzen_estimator_parameters.prior_weight == 1.0
+
+
+def test_multivariate_tpe_has_katibs_defaults_and_setting_names(start_server) -> None:
+    server = start_server()
+    sampler = _sampler(server, FakeKatib(server.bound_addresses[0], experiment(algorithm="multivariate-tpe")))
+    assert isinstance(sampler, KatibTPESampler)
+    assert (sampler._n_ei, sampler._n_startup, sampler._prior_weight) == (24, 10, 1.0)
+    settings = {"n_startup_trials": "4", "n_ei_candidates": "12", "random_state": "7"}
+    exp = experiment(name="set", algorithm="multivariate-tpe", settings=settings)
+    sampler = _sampler(server, FakeKatib(server.bound_addresses[0], exp))
+    assert isinstance(sampler, KatibTPESampler)
+    assert (sampler._n_ei, sampler._n_startup) == (12, 4)
 
 
 def test_katib_setting_names_and_the_independent_tpe(start_server) -> None:

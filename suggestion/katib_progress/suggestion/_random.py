@@ -23,17 +23,30 @@ class SpaceRandomSampler(BaseSampler):
     every parameter of every ask. Here the experiment's fixed space is transformed once and one
     draw per ask covers every parameter: the same distribution, a fifth of the work."""
 
-    def __init__(self, space: dict[str, BaseDistribution], *, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        space: dict[str, BaseDistribution],
+        *,
+        seed: int | None = None,
+        rng: LazyRandomState | None = None,
+    ) -> None:
+        """``rng``: draw from this random state (shared with another sampler) instead of a new one
+        seeded with ``seed``."""
         self._space = dict(space)
         self._trans = _SearchSpaceTransform(self._space) if self._space else None
         bounds = self._trans.bounds if self._trans else np.zeros((0, 2))
         self._low, self._high = bounds[:, 0].copy(), bounds[:, 1].copy()
         self._untransform = Untransform(self._space, self._trans) if self._trans else None
-        self._rng = LazyRandomState(seed)
+        self._rng = LazyRandomState(seed) if rng is None else rng
         self._stream_at: int | None = None  # asks drawn from the experiment's stream (stream mode)
 
     def reseed_rng(self) -> None:
         self._rng.rng.seed()
+
+    @property
+    def columns(self) -> int:
+        """Uniform values one draw of the whole space takes from the random state."""
+        return len(self._low)
 
     def position_stream(self, seed: int, index: int) -> None:
         """Put the random state where Katib's ``random`` has it before its ask number ``index``.
@@ -55,7 +68,7 @@ class SpaceRandomSampler(BaseSampler):
             rng.seed(seed)
             at = 0
         if index > at:
-            rng.random_sample((index - at) * len(self._low))  # the asks in between, unseen here
+            rng.random_sample((index - at) * self.columns)  # the asks in between, unseen here
         self._stream_at = index
 
     def infer_relative_search_space(

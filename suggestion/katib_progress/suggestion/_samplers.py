@@ -7,8 +7,11 @@ experiment and, before each ask, puts every random state in it into the state a 
 built with that ask's seed would have; what else the sampler keeps (the search-space intersection
 it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
 trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
-ask. ``random`` is the exception: it reads Katib's one stream per experiment, positioned from the
-trial index (``SpaceRandomSampler.position_stream``), so the index alone still fixes each suggestion.
+ask. ``random``, ``multivariate-tpe`` and ``cmaes`` are the exceptions: they read Katib's streams,
+seeded once per experiment. ``random`` and ``multivariate-tpe`` position theirs from the trial index
+(``SpaceRandomSampler.position_stream``, ``KatibTPESampler.position_stream``), so the index alone
+still fixes each suggestion; ``cmaes`` records in the trials what its streams gave and a reloaded
+study replays that (``_cma``).
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
 
 from katib_progress.suggestion._cma import KeptCmaEsSampler
+from katib_progress.suggestion._katib_tpe import KatibTPESampler
 from katib_progress.suggestion._random import SpaceRandomSampler
 from katib_progress.suggestion._settings import (
     AlgorithmSettings,
     BayesianOptimizationSettings,
     CmaEsSettings,
     GPSettings,
+    MultivariateTPESettings,
     QMCSettings,
     RandomSettings,
     TPESettings,
@@ -41,6 +46,13 @@ def make_sampler(
 ) -> BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if isinstance(settings, MultivariateTPESettings):
+            return KatibTPESampler(
+                space,
+                n_startup_trials=settings.n_startup_trials,
+                n_ei_candidates=settings.effective_ei_candidates,
+                seed=seed,
+            )
         if isinstance(settings, TPESettings):
             # Optuna 4.9 deprecated prior_weight (removal planned for 6.0); Optuna is pinned to 5.0.
             warnings.simplefilter("ignore", FutureWarning)
@@ -104,11 +116,13 @@ class AskSamplers:
         self._algorithm = algorithm
         self._settings = settings
         self._space = space
+        self._seed = seed
         fresh = isinstance(settings, _FRESH_PER_ASK)
         self._kept = None if fresh else make_sampler(algorithm, settings, seed, space)
         # ``random`` draws Katib's stream (SpaceRandomSampler.position_stream): the experiment's seed
         # itself, positioned by the ask's index, instead of a seed derived per ask.
-        self._stream_seed = seed if type(settings) is RandomSettings else None
+        # ``multivariate-tpe`` reads Katib's two streams the same way (KatibTPESampler.position_stream).
+        self._stream_seed = seed if type(settings) in (RandomSettings, MultivariateTPESettings) else None
 
     @property
     def streams(self) -> bool:
@@ -119,9 +133,11 @@ class AskSamplers:
         """The sampler for ask number ``index``, whose derived seed is ``seed``."""
         if self._kept is None:
             return make_sampler(self._algorithm, self._settings, seed, self._space)
-        if self._stream_seed is not None and isinstance(self._kept, SpaceRandomSampler):
+        if self._stream_seed is not None and isinstance(self._kept, (SpaceRandomSampler, KatibTPESampler)):
             self._kept.position_stream(self._stream_seed, index)
             return self._kept
+        if isinstance(self._kept, KeptCmaEsSampler):
+            return self._kept  # continues Katib's streams itself (see ``_cma``)
         reseed(self._kept, seed)
         return self._kept
 

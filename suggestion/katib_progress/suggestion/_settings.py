@@ -50,7 +50,8 @@ class TPESettings(_Settings):
     #: ask after the startup trials, so 0 samples with one candidate (``effective_ei_candidates``).
     n_ei_candidates: Annotated[int, Field(ge=0)] = 64
     multivariate: bool = True
-    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0 here; see the subclass.
+    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0 (``multivariate-tpe`` runs
+    #: Katib's own sampler, ``_katib_tpe``).
     prior_weight: ClassVar[float] = 1.0
 
     @property
@@ -59,16 +60,13 @@ class TPESettings(_Settings):
 
 
 class MultivariateTPESettings(TPESettings):
-    """``multivariate-tpe``: ``tpe`` with ``multivariate`` always on (as Katib's).
-
-    The prior counts 1.5 instead of 1.0 in TPE's densities: Optuna 3.3 (Katib's image) gave the
-    multivariate estimator a wide fixed bandwidth, this Optuna a narrower one per dimension, and a
-    heavier prior was no worse than Katib's ``multivariate-tpe`` on every benchmark function over
-    60 seeds, where Optuna's 1.0 was worse on two (docs/suggestion.md, "TPE defaults").
+    """``multivariate-tpe``: Katib's own, Optuna 3.3's multivariate TPE (``_katib_tpe``), with
+    Katib's defaults (Optuna 3.3's ``TPESampler``: 24 candidates, prior weight 1.0): for the same
+    ``random_state`` it suggests what Katib's service suggests (docs/suggestion.md, "TPE defaults").
     """
 
+    n_ei_candidates: Annotated[int, Field(ge=0)] = 24
     multivariate: Literal[True] = True
-    prior_weight: ClassVar[float] = 1.5
 
 
 class CmaEsSettings(_Settings):

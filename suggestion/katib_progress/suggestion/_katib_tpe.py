@@ -1,0 +1,609 @@
+"""``multivariate-tpe``: the multivariate TPE of Katib's image (Optuna 3.3), on this Optuna.
+
+Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` of
+Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration``, base_service.py
+``_create_sampler``; cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna
+5.0's ``TPESampler`` differs from it in ways that change every suggestion after the startup trials
+(each rule below names the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
+
+- bandwidths: 3.3's multivariate estimator gives every observation one Scott-like bandwidth,
+  ``0.2 * n ** (-1 / (d + 4)) * range`` (parzen_estimator.py ``_calculate_numerical_distributions``,
+  ``compute_sigmas``); 5.0 uses each observation's distance to its neighbours, as for the
+  independent TPE;
+- densities: 3.3's truncated normal log-density omits ``-log(sigma)`` (_truncnorm.py ``logpdf``),
+  which changes the prior kernel's weight against the observations' in ``l(x)`` and ``g(x)``; 5.0
+  includes it;
+- draw order: 3.3 samples the mixture parameter by parameter in the search space's order
+  (probability_distributions.py ``_MixtureOfProductDistribution.sample``); 5.0 draws every
+  categorical first, then all numerical parameters in one batch: the same uniforms go to other
+  parameters;
+- the normal CDF over arrays: 3.3 evaluates erf with fdlibm's piecewise rational approximations
+  (_erf.py ``erf``, s_erf.c), 5.0 with ``math.erf`` for fewer than 2000 values;
+- quantiles: 3.3 inverts ``log_ndtr`` by 100 bisections of [-100, 100] (_truncnorm.py
+  ``_ndtri_exp``), 5.0 by Newton's method to a relative 1e-8: different last digits.
+
+``KatibTPESampler`` implements 3.3's rules (the formulas, with the same NumPy operations in the
+same order, so the same floating-point results) and reads Katib's two random streams: 3.3's
+``TPESampler`` holds ``RandomState(seed)`` for TPE and a ``RandomSampler(seed)`` for the startup
+trials (sampler.py ``TPESampler.__init__``). Both are positioned from the ask's index alone
+(``position_stream``) so that a restarted service, rebuilt from Katib's trial list, continues
+exactly; see that method for the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.samplers import BaseSampler
+from optuna.samplers._lazy_random_state import LazyRandomState
+from optuna.samplers._tpe._erf import efx, erx, pa, pp, qa, qq, ra, rb, sa, sb
+from optuna.samplers._tpe._truncnorm import _log_ndtr, _log_ndtr_single, _norm_logpdf
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from katib_progress.suggestion._random import SpaceRandomSampler
+
+#: 3.3 sampler.py ``TPESampler.__init__`` defaults, as Katib leaves them.
+PRIOR_WEIGHT = 1.0
+#: 3.3 parzen_estimator.py ``compute_sigmas``: ``SIGMA0_MAGNITUDE``.
+_SIGMA0 = 0.2
+
+
+# -- truncated normal (3.3 _truncnorm.py, _erf.py) ----------------------------------------------
+
+
+def _horner(poly: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """``poly(x)`` for one of _erf.py's ``numpy.polynomial.Polynomial`` coefficients, by the same
+    arithmetic without its per-call overhead: ``Polynomial.__call__`` maps ``x`` from its domain to
+    its window (``off + scl * x``, here 0 and 1) and evaluates ``polyval`` (``c[-1] + x * 0``, then
+    ``c[i] + c0 * x`` down to ``c[0]``; numpy/polynomial/_polybase.py, polynomial.py)."""
+    assert list(poly.domain) == [-1, 1] and list(poly.window) == [-1, 1]
+    coef = [np.float64(c) for c in poly.coef]
+    off, scl = np.float64(0.0), np.float64(1.0)
+
+    def value(x: np.ndarray) -> np.ndarray:
+        x = off + scl * x
+        c0 = coef[-1] + x * 0
+        for c in reversed(coef[:-1]):
+            c0 = c + c0 * x
+        return c0
+
+    return value
+
+
+_pp, _qq, _pa, _qa, _ra, _sa, _rb, _sb = (_horner(p) for p in (pp, qq, pa, qa, ra, sa, rb, sb))
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """3.3 _erf.py ``erf``: fdlibm's s_erf.c by ranges of ``|x|`` (the coefficients: this Optuna's
+    _erf.py, unchanged since 3.3), with 3.3's arithmetic: for 1.25 <= |x| < 6 the product of two
+    exponentials (s_erf.c's ``SET_LOW_WORD`` refinement left out, as 3.3 does)."""
+    a = np.abs(x)
+    out = np.full_like(a, fill_value=np.nan, dtype=np.float64)
+    out[np.isposinf(x)] = 1.0
+    out[np.isneginf(x)] = -1.0
+
+    def tiny(v: np.ndarray) -> np.ndarray:
+        return v + efx * v
+
+    def small1(v: np.ndarray) -> np.ndarray:
+        z = v * v
+        return v + v * (_pp(z) / _qq(z))
+
+    def small2(v: np.ndarray) -> np.ndarray:
+        t = np.abs(v) - 1
+        return (erx + _pa(t) / _qa(t)) * np.sign(v)
+
+    def medium(r_poly: Any, s_poly: Any) -> Callable[[np.ndarray], np.ndarray]:
+        def f(v: np.ndarray) -> np.ndarray:
+            sign = np.sign(v)
+            v = np.abs(v)
+            t = 1 / (v * v)
+            r = np.exp(-v * v - 0.5625) * np.exp(r_poly(t) / s_poly(t))
+            return (1 - r / v) * sign
+
+        return f
+
+    cases: list[tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]] = [
+        (a < 2**-28, tiny),
+        ((a >= 2**-28) & (a < 0.84375), small1),
+        ((a >= 0.84375) & (a < 1.25), small2),
+        ((a >= 1.25) & (a < 1 / 0.35), medium(_ra, _sa)),
+        ((a >= 1 / 0.35) & (a < 6), medium(_rb, _sb)),
+        (a >= 6, np.sign),
+    ]
+    for mask, f in cases:
+        if x[mask].size:
+            out[mask] = f(x[mask])
+    return out
+
+
+def _ndtr(a: np.ndarray) -> np.ndarray:
+    """3.3 _truncnorm.py ``_ndtr``: the standard normal CDF through ``_erf``."""
+    return 0.5 + 0.5 * _erf(a / 2**0.5)
+
+
+def _log_sum(log_p: np.ndarray, log_q: np.ndarray) -> np.ndarray:
+    return np.logaddexp(log_p, log_q)
+
+
+def _log_diff(log_p: np.ndarray, log_q: np.ndarray) -> np.ndarray:
+    return log_p + np.log1p(-np.exp(log_q - log_p))
+
+
+def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log of the standard normal's mass in [a, b] (3.3 _truncnorm.py ``_log_gauss_mass``): in the
+    left tail from ``log_ndtr``, a right-tail interval mirrored to the left, an interval around 0 as
+    ``log1p(-ndtr(a) - ndtr(-b))``."""
+    left = b <= 0
+    right = a > 0
+    central = ~(left | right)
+    out = np.full_like(a, fill_value=np.nan, dtype=np.float64)
+    if a[left].size:
+        out[left] = _log_diff(_log_ndtr(b[left]), _log_ndtr(a[left]))
+    if a[right].size:
+        out[right] = _log_diff(_log_ndtr(-a[right]), _log_ndtr(-b[right]))
+    if a[central].size:
+        out[central] = np.log1p(-_ndtr(a[central]) - _ndtr(-b[central]))
+    return out
+
+
+def _bisect_log_ndtr(target: float) -> float:
+    """3.3's ``_bisect(_log_ndtr_single, -100, 100, target)``: 100 halvings of [-100, 100], the
+    last midpoint is the answer (_truncnorm.py ``_ndtri_exp_single``, ``_bisect``)."""
+    lo, hi = -100.0, 100.0
+    if _log_ndtr_single(lo) > target:
+        lo, hi = hi, lo
+    mid = lo
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if _log_ndtr_single(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return mid
+
+
+#: How far (in units of the estimated evaluation error) from the root a midpoint must be for
+#: ``_fast_bisect_log_ndtr`` to take its side from the root instead of evaluating ``log_ndtr``.
+_SAFETY = 100.0
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _fast_bisect_log_ndtr(target: float, root: float) -> float:
+    """``_bisect_log_ndtr(target)``, bit for bit, with about a fifth of its ``log_ndtr`` calls.
+
+    The bisection only ever asks on which side of ``target`` ``log_ndtr(mid)`` lies. ``log_ndtr``
+    is increasing, and its computed value is within a few units in the last place of an increasing
+    function; so for a midpoint farther than ``margin`` from the root, with ``margin`` times the
+    slope far above that error, the side is that of the root, provided the root is right: that is
+    checked by evaluating ``log_ndtr`` at half the margin on each side (the same comparison the
+    bisection makes). Otherwise, and for midpoints within the margin, ``log_ndtr`` is evaluated as
+    3.3 does. Once a halving changes neither end, every later one repeats it (same midpoint, same
+    comparison), so the loop stops there with the same answer."""
+    lo, hi = -100.0, 100.0
+    if _log_ndtr_single(lo) > target or not math.isfinite(root) or not -100.0 < root < 100.0:
+        return _bisect_log_ndtr(target)
+    value = _log_ndtr_single(root)
+    # d log_ndtr / dx = pdf / cdf; the evaluation error: a few ulps of the value, and of 1 where
+    # the value is log(cdf) with cdf close to 1 (x <= 6, _log_ndtr_single).
+    slope = math.exp(-root * root / 2 - _LOG_SQRT_2PI - value)
+    error = 1e-14 * abs(value) + (1e-15 if root <= 6 else 0.0)
+    margin = _SAFETY * error / slope if slope > 0 else math.inf
+    if not margin < 1e-3:
+        return _bisect_log_ndtr(target)
+    if not (
+        _log_ndtr_single(root - margin / 2) < target and not _log_ndtr_single(root + margin / 2) < target
+    ):
+        return _bisect_log_ndtr(target)
+    below_cut, above_cut = root - margin, root + margin
+    mid = lo
+    left = 100
+    while left:  # far from the root: the side is the root's
+        mid = (lo + hi) / 2
+        if mid <= below_cut:
+            lo = mid
+        elif mid >= above_cut:
+            hi = mid
+        else:
+            break
+        left -= 1
+    else:
+        return mid
+    while left:  # near it: evaluated as 3.3 does
+        mid = (lo + hi) / 2
+        if _log_ndtr_single(mid) < target:
+            if lo == mid:
+                break
+            lo = mid
+        else:
+            if hi == mid:
+                break
+            hi = mid
+        left -= 1
+    return mid
+
+
+def _ndtri_exp(y: np.ndarray) -> np.ndarray:
+    """``x`` with ``log_ndtr(x) == y`` as 3.3 computes it (``_bisect_log_ndtr``), each from a root
+    estimated by SciPy's ``ndtri_exp`` (a wrong estimate only costs time: ``_fast_bisect_log_ndtr``
+    checks it)."""
+    from scipy.special import ndtri_exp
+
+    flat = np.ravel(np.asarray(y, dtype=float))
+    with np.errstate(all="ignore"):
+        roots = ndtri_exp(flat) if flat.size else flat
+    out = [_fast_bisect_log_ndtr(float(t), float(r)) for t, r in zip(flat, roots, strict=True)]
+    return np.asarray(out, dtype=float).reshape(np.shape(y))
+
+
+def _ppf(q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Quantile ``q`` of the standard normal truncated to [a, b] (3.3 _truncnorm.py ``ppf``: the left
+    tail when ``a < 0``, else the mirrored right tail; the mass computed per case)."""
+    q, a, b = np.atleast_1d(q, a, b)
+    q, a, b = np.broadcast_arrays(q, a, b)
+    left = a < 0
+    right = ~left
+    out = np.empty_like(q)
+    if q[left].size:
+        ql, al, bl = q[left], a[left], b[left]
+        out[left] = _ndtri_exp(_log_sum(_log_ndtr(al), np.log(ql) + _log_gauss_mass(al, bl)))
+    if q[right].size:
+        qr, ar, br = q[right], a[right], b[right]
+        out[right] = -_ndtri_exp(_log_sum(_log_ndtr(-br), np.log1p(-qr) + _log_gauss_mass(ar, br)))
+    out[q == 0] = a[q == 0]
+    out[q == 1] = b[q == 1]
+    out[a == b] = math.nan
+    return out
+
+
+def _rvs(
+    a: np.ndarray, b: np.ndarray, loc: np.ndarray, scale: np.ndarray, rng: np.random.RandomState
+) -> np.ndarray:
+    """3.3 _truncnorm.py ``rvs``: one uniform per value, through ``ppf``."""
+    size = np.broadcast(a, b, loc, scale).shape
+    return _ppf(rng.uniform(low=0, high=1, size=size), a, b) * scale + loc
+
+
+def _logpdf(x: np.ndarray, a: np.ndarray, b: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """3.3 _truncnorm.py ``logpdf``: the standard normal's log-density at ``(x - loc) / scale`` over
+    its mass in [a, b], without ``-log(scale)``; -inf outside, NaN for an empty interval."""
+    z = (x - loc) / scale
+    z, a, b = np.atleast_1d(z, a, b)
+    out = _norm_logpdf(z) - _log_gauss_mass(a, b)
+    z, a, b = np.broadcast_arrays(z, a, b)
+    out[(z < a) | (b < z)] = -np.inf
+    out[a == b] = math.nan
+    return out
+
+
+# -- the Parzen estimator (3.3 parzen_estimator.py, probability_distributions.py) ----------------
+
+
+class _Categorical(NamedTuple):
+    weights: np.ndarray  # kernels x choices
+
+
+class _Numerical(NamedTuple):
+    mu: np.ndarray
+    sigma: np.ndarray
+    low: float
+    high: float
+    step: float | None  # None: continuous
+
+
+def default_weights(n: int) -> np.ndarray:
+    """3.3 sampler.py ``default_weights``: 1 each for up to 25 observations; beyond, the oldest
+    ``n - 25`` ramp linearly from ``1 / n`` to 1."""
+    if n == 0:
+        return np.asarray([])
+    if n < 25:
+        return np.ones(n)
+    return np.concatenate([np.linspace(1.0 / n, 1.0, num=n - 25), np.ones(25)], axis=0)
+
+
+def default_gamma(n: int) -> int:
+    """3.3 sampler.py ``default_gamma``: the best 10 % (rounded up), at most 25."""
+    return min(int(np.ceil(0.1 * n)), 25)
+
+
+def _is_log(dist: BaseDistribution) -> bool:
+    return isinstance(dist, (FloatDistribution, IntDistribution)) and dist.log
+
+
+class ParzenEstimator:
+    """3.3's ``_ParzenEstimator`` with Katib's parameters: prior on (weight ``prior_weight``), magic
+    clip on, endpoints off, ``default_weights``, multivariate (parzen_estimator.py
+    ``_ParzenEstimator.__init__``, ``_calculate_distributions``)."""
+
+    def __init__(
+        self,
+        observations: dict[str, np.ndarray],
+        space: dict[str, BaseDistribution],
+        prior_weight: float = PRIOR_WEIGHT,
+        weights: Callable[[int], np.ndarray] = default_weights,
+    ) -> None:
+        self._space = space
+        obs = self._transform(observations)
+        n = len(obs)
+        w = np.array(weights(n))[:n]
+        # the prior is one more kernel (only kernel without observations)
+        w = np.array([1.0]) if n == 0 else np.append(w, [prior_weight])
+        w /= w.sum()
+        self.weights = w
+        self.kernels = [
+            self._kernels(obs[:, i], dist, prior_weight, len(space)) for i, dist in enumerate(space.values())
+        ]
+
+    def _transform(self, samples: dict[str, np.ndarray]) -> np.ndarray:
+        """log of log-scale parameters (3.3 ``_transform``); rows are observations."""
+        return np.array(
+            [np.log(samples[name]) if _is_log(dist) else samples[name] for name, dist in self._space.items()]
+        ).T
+
+    def _untransform(self, values: np.ndarray) -> dict[str, np.ndarray]:
+        """exp of log-scale parameters, then ints rounded onto their steps (3.3 ``_untransform``)."""
+        out = {}
+        for i, (name, dist) in enumerate(self._space.items()):
+            v = np.exp(values[:, i]) if _is_log(dist) else values[:, i]
+            if isinstance(dist, IntDistribution):
+                v = np.clip(dist.low + np.round((v - dist.low) / dist.step) * dist.step, dist.low, dist.high)
+            out[name] = v
+        return out
+
+    @staticmethod
+    def _kernels(
+        obs: np.ndarray, dist: BaseDistribution, prior_weight: float, dims: int
+    ) -> _Categorical | _Numerical:
+        n = len(obs)
+        if isinstance(dist, CategoricalDistribution):
+            # 3.3 ``_calculate_categorical_distributions``: each kernel spreads prior_weight / (n + 1)
+            # over the choices and puts 1 on its observation; the prior kernel only the spread.
+            weights = np.full((n + 1, len(dist.choices)), fill_value=prior_weight / (n + 1))
+            weights[np.arange(n), obs.astype(int)] += 1
+            weights /= weights.sum(axis=1, keepdims=True)
+            return _Categorical(weights)
+        assert isinstance(dist, (FloatDistribution, IntDistribution))
+        # 3.3 ``_calculate_distributions``: log bounds for log scale; a stepped log parameter
+        # becomes continuous over [log(low - step/2), log(high + step/2)].
+        low: Any = np.log(dist.low) if dist.log else dist.low
+        high: Any = np.log(dist.high) if dist.log else dist.high
+        step = dist.step
+        if step is not None and dist.log:
+            low, high, step = np.log(dist.low - step / 2), np.log(dist.high + step / 2), None
+        span = high - low + (step or 0)
+        # 3.3 ``_calculate_numerical_distributions`` / ``compute_sigmas`` (multivariate): one
+        # bandwidth for all, clipped to [span / min(100, n + 2), span]; the prior: middle, span.
+        sigma = _SIGMA0 * max(n, 1) ** (-1.0 / (dims + 4)) * span
+        sigmas = np.full(shape=(n,), fill_value=sigma)
+        sigmas = np.asarray(np.clip(sigmas, 1.0 * span / min(100.0, (1.0 + n + 1)), 1.0 * span))
+        mus = np.append(obs, [0.5 * (low + high)])
+        sigmas = np.append(sigmas, [1.0 * span])
+        return _Numerical(mus, sigmas, low, high, step)
+
+    def sample(self, rng: np.random.RandomState, size: int) -> dict[str, np.ndarray]:
+        """3.3 ``_MixtureOfProductDistribution.sample``: the kernels, then one value per parameter in
+        the space's order (categorical: one uniform against the cumulative weights; numerical: a
+        truncated normal, rounded onto the step if any)."""
+        active = rng.choice(len(self.weights), p=self.weights, size=size)
+        out = np.empty((size, len(self.kernels)), dtype=np.float64)
+        for i, k in enumerate(self.kernels):
+            if isinstance(k, _Categorical):
+                quantile = rng.rand(size)
+                cum = np.cumsum(k.weights[active, :], axis=-1)
+                cum[:, -1] = 1
+                out[:, i] = np.sum(cum < quantile[:, None], axis=-1)
+                continue
+            mu, sigma = k.mu[active], k.sigma[active]
+            if k.step is None:
+                out[:, i] = _rvs((k.low - mu) / sigma, (k.high - mu) / sigma, mu, sigma, rng)
+            else:
+                half = k.step / 2
+                s = _rvs((k.low - half - mu) / sigma, (k.high + half - mu) / sigma, mu, sigma, rng)
+                out[:, i] = np.clip(k.low + np.round((s - k.low) / k.step) * k.step, k.low, k.high)
+        return self._untransform(out)
+
+    def log_pdf(self, samples: dict[str, np.ndarray]) -> np.ndarray:
+        """3.3 ``_MixtureOfProductDistribution.log_pdf``: per kernel the sum of the parameters'
+        log-densities plus the kernel's log weight, then log-sum-exp over kernels."""
+        x = self._transform(samples)
+        size = len(x)
+        logs = np.empty((size, len(self.weights), len(self.kernels)), dtype=np.float64)
+        for i, k in enumerate(self.kernels):
+            xi = x[:, i]
+            if isinstance(k, _Categorical):
+                picked = np.take_along_axis(
+                    k.weights[None, :, :], xi[:, None, None].astype(np.int64), axis=-1
+                )
+                logs[:, :, i] = np.log(picked)[:, :, 0]
+            elif k.step is None:
+                mu, sigma = k.mu[None, :], k.sigma[None, :]
+                logs[:, :, i] = _logpdf(xi[:, None], (k.low - mu) / sigma, (k.high - mu) / sigma, mu, sigma)
+            else:
+                half = k.step / 2
+                lower = np.maximum(xi - half, k.low - half)
+                upper = np.minimum(xi + half, k.high + half)
+                mass = _log_gauss_mass(
+                    (lower[:, None] - k.mu[None, :]) / k.sigma[None, :],
+                    (upper[:, None] - k.mu[None, :]) / k.sigma[None, :],
+                )
+                accept = _log_gauss_mass(
+                    (k.low - half - k.mu[None, :]) / k.sigma[None, :],
+                    (k.high + half - k.mu[None, :]) / k.sigma[None, :],
+                )
+                logs[:, :, i] = mass - accept
+        weighted = np.sum(logs, axis=-1) + np.log(self.weights[None, :])
+        top = weighted.max(axis=1)
+        top[np.isneginf(top)] = 0
+        with np.errstate(divide="ignore"):
+            return np.log(np.exp(weighted - top[:, None]).sum(axis=1)) + top
+
+
+# -- the sampler (3.3 sampler.py) ----------------------------------------------------------------
+
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def _score(trial: FrozenTrial, sign: float) -> tuple[float, float]:
+    """3.3 sampler.py ``_get_observation_pairs`` (single objective): complete trials first by value,
+    then pruned ones by their last step (latest first) and value, running ones last."""
+    if trial.state is TrialState.COMPLETE:
+        assert trial.value is not None
+        return (-math.inf, sign * trial.value)
+    if trial.state is TrialState.PRUNED:
+        if trial.intermediate_values:
+            step, value = max(trial.intermediate_values.items())
+            return (-step, math.inf) if math.isnan(value) else (-step, sign * value)
+        return (1, 0.0)
+    return (math.inf, sign * math.inf)
+
+
+class KatibTPESampler(BaseSampler):
+    """Optuna 3.3's ``TPESampler(multivariate=True, constant_liar=True, seed=seed)`` for one fixed
+    search space, single objective, as Katib's ``multivariate-tpe`` runs it."""
+
+    def __init__(
+        self,
+        space: dict[str, BaseDistribution],
+        *,
+        n_startup_trials: int = 10,
+        n_ei_candidates: int = 24,
+        seed: int | None = None,
+        prior_weight: float = PRIOR_WEIGHT,
+    ) -> None:
+        self._space = dict(space)
+        self._n_startup = n_startup_trials
+        self._n_ei = n_ei_candidates
+        self._prior_weight = prior_weight
+        self._rng = LazyRandomState(seed)
+        self._random = SpaceRandomSampler(self._space, seed=seed)
+        self._intersection = IntersectionSearchSpace(include_pruned=True)
+        self._drawn: int | None = None  # uniforms drawn from the TPE stream (stream mode)
+
+    # -- Katib's streams ------------------------------------------------------------------------
+
+    def _draws_per_ask(self, first: bool) -> int:
+        """Uniforms one TPE ask takes: the kernel choice and one per parameter, per candidate
+        (``sample``); with nothing finished yet (``n_startup_trials`` 0, first ask) 3.3 samples each
+        parameter on its own (sampler.py ``sample_independent`` -> ``_sample``): two per candidate each."""
+        d = sum(not dist.single() for dist in self._space.values())
+        return 2 * d * self._n_ei if first else (1 + d) * self._n_ei
+
+    def position_stream(self, seed: int, index: int) -> None:
+        """Put both random states where Katib's service has them before its ask number ``index``.
+
+        Katib keeps one sampler per experiment (base_service.py ``_ask``): the startup trials read
+        the ``RandomSampler`` stream, the later ones the TPE stream. Here each is positioned as a
+        sequential experiment would have left it: ask ``index`` saw ``index`` finished trials, so the
+        first ``n_startup_trials`` asks were random ones and every later ask took one TPE draw
+        (``_draws_per_ask``). That is Katib's stream exactly for one trial at a time (the benchmark's
+        protocol); with parallel trials, where Katib's count of random asks depends on when trials
+        finished, this stays a function of the ask's index (so of Katib's trial list), not of timing.
+        """
+        self._random.position_stream(seed, index)
+        target = 0
+        tpe_asks = index - self._n_startup
+        if tpe_asks > 0:
+            if self._n_startup == 0:
+                target = self._draws_per_ask(True) + (tpe_asks - 1) * self._draws_per_ask(False)
+            else:
+                target = tpe_asks * self._draws_per_ask(False)
+        rng = self._rng.rng
+        at = self._drawn
+        if at is None or target < at:
+            rng.seed(seed)
+            at = 0
+        if target > at:
+            rng.random_sample(target - at)
+        self._drawn = target
+
+    def reseed_rng(self) -> None:
+        self._rng.rng.seed()
+        self._random.reseed_rng()
+
+    # -- BaseSampler ----------------------------------------------------------------------------
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        """3.3 ``infer_relative_search_space``: the finished trials' common parameters, by name.
+        During the startup trials the whole space: their random values are drawn at once."""
+        if self._n_finished(study) < self._n_startup:
+            return {name: dist for name, dist in self._space.items() if not dist.single()}
+        space = self._intersection.calculate(study, use_cache=True)
+        return {name: dist for name, dist in space.items() if not dist.single()}
+
+    def _n_finished(self, study: optuna.Study) -> int:
+        return len(study._get_trials(deepcopy=False, states=_FINISHED, use_cache=True))
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """Startup trials: 3.3 samples each parameter with its ``RandomSampler``
+        (``sample_independent``); ``SpaceRandomSampler`` draws the same values for the whole space
+        at once (see its ``position_stream``)."""
+        if not search_space:
+            return {}
+        if self._n_finished(study) < self._n_startup:
+            return self._random.sample_relative(study, trial, search_space)
+        return self._sample(study, trial, search_space)
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        if self._n_finished(study) < self._n_startup:
+            return self._random.sample_independent(study, trial, param_name, param_distribution)
+        return self._sample(study, trial, {param_name: param_distribution})[param_name]
+
+    def _sample(
+        self, study: optuna.Study, trial: FrozenTrial, space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """3.3 sampler.py ``_sample`` with constant liar: running trials count as the worst."""
+        trials = [
+            t
+            for t in study._get_trials(
+                deepcopy=False, states=(*_FINISHED, TrialState.RUNNING), use_cache=False
+            )
+            if t.number != trial.number
+        ]
+        sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
+        scores = [_score(t, sign) for t in trials]
+        n = sum(s[0] < math.inf for s in scores)
+        below, above = split(scores, default_gamma(n))
+        l_est = ParzenEstimator(
+            self._observations([trials[i] for i in below], space), space, self._prior_weight
+        )
+        g_est = ParzenEstimator(
+            self._observations([trials[i] for i in above], space), space, self._prior_weight
+        )
+        samples = l_est.sample(self._rng.rng, self._n_ei)
+        if self._drawn is not None:
+            self._drawn += (1 + len(space)) * self._n_ei
+        score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
+        best = int(np.argmax(score))
+        return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+
+    @staticmethod
+    def _observations(
+        trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
+    ) -> dict[str, np.ndarray]:
+        """3.3 ``_get_internal_repr``: the trials that hold every parameter of ``space``."""
+        values: dict[str, list[float]] = {name: [] for name in space}
+        for t in trials:
+            if all(name in t.params for name in space):
+                for name in space:
+                    values[name].append(t.distributions[name].to_internal_repr(t.params[name]))
+        return {k: np.asarray(v) for k, v in values.items()}
+
+
+def split(scores: Sequence[tuple[float, float]], n_below: int) -> tuple[list[int], list[int]]:
+    """3.3 sampler.py ``_split_observation_pairs`` (single objective): the ``n_below`` lowest scores
+    (stable: earlier trials first on ties) and the rest, each in trial order."""
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    return sorted(order[:n_below]), sorted(order[n_below:])

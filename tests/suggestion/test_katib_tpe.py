@@ -1,0 +1,188 @@
+"""``multivariate-tpe`` is Katib's: Optuna 3.3's multivariate TPE (``_katib_tpe``).
+
+The estimator's rules are checked against values computed by hand; the whole service against a
+fixture of what Katib's own service (Optuna 3.3.0) suggested, recorded over gRPC with
+
+    .venv/bin/python benchmarks/katib_tpe_fixture.py --baseline-cmd \\
+        "/work/notes/katib33/bin/python benchmarks/run_katib_optuna.py /work/notes/katib-src {address}" \\
+        > tests/suggestion/fixtures/katib_multivariate_tpe.json
+
+(/work/notes/katib33: a virtualenv with Katib's cmd/suggestion/optuna/v1beta1/requirements.txt,
+``optuna==3.3.0``; /work/notes/katib-src: a Katib checkout).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from benchmarks.katib_tpe_fixture import TRIALS, params
+from katib_progress.suggestion._katib_tpe import (
+    ParzenEstimator,
+    _bisect_log_ndtr,
+    _Categorical,
+    _horner,
+    _logpdf,
+    _ndtr,
+    _ndtri_exp,
+    _Numerical,
+    _ppf,
+    default_gamma,
+    default_weights,
+    split,
+)
+from tests.suggestion.katib_fake import FakeKatib, experiment
+
+FIXTURE = Path(__file__).parent / "fixtures" / "katib_multivariate_tpe.json"
+SPACE = {
+    "c": CategoricalDistribution(["a", "b", "c"]),
+    "k": IntDistribution(1, 16),
+    "x": FloatDistribution(0.0, 1.0),
+}
+
+
+def _estimator(xs: list[float], ks: list[int], cs: list[int]) -> ParzenEstimator:
+    obs = {"c": np.asarray(cs, dtype=float), "k": np.asarray(ks, dtype=float), "x": np.asarray(xs)}
+    return ParzenEstimator(obs, SPACE)
+
+
+def test_one_scott_like_bandwidth_per_parameter_clipped_from_below() -> None:
+    est = _estimator([0.1 * i for i in range(10)], list(range(1, 11)), [0] * 10)
+    c, k, x = est.kernels
+    assert isinstance(x, _Numerical) and isinstance(k, _Numerical) and isinstance(c, _Categorical)
+    # 0.2 * n ** (-1 / (d + 4)) * span, n = 10, d = 3: 10 ** (-1 / 7) = 0.719685673001152
+    assert x.sigma[:10] == pytest.approx([0.2 * 0.719685673001152] * 10, rel=1e-14)
+    # an int spans high - low + step = 16
+    assert k.sigma[:10] == pytest.approx([16 * 0.2 * 0.719685673001152] * 10, rel=1e-14)
+    # the prior: the middle, the whole span
+    assert (x.mu[-1], x.sigma[-1], k.mu[-1], k.sigma[-1]) == (0.5, 1.0, 8.5, 16.0)
+    assert (k.low, k.high, k.step) == (1, 16, 1)
+    # n = 2: 0.2 * 2 ** (-1 / 7) = 0.181 is below span / min(100, n + 2) = 0.25
+    two = _estimator([0.2, 0.9], [3, 4], [0, 2])
+    assert list(two.kernels[2].sigma) == [0.25, 0.25, 1.0]
+    assert list(two.weights) == pytest.approx([1 / 3] * 3)
+
+
+def test_categorical_kernels_spread_the_prior_weight() -> None:
+    c = _estimator([0.2, 0.9], [3, 4], [0, 2]).kernels[0]
+    assert isinstance(c, _Categorical)
+    # prior_weight / (n + 1) = 1/3 on every choice, 1 more on the observed one, rows normalised
+    rows = [[2 / 3, 1 / 6, 1 / 6], [1 / 6, 1 / 6, 2 / 3], [1 / 3] * 3]
+    assert c.weights.ravel().tolist() == pytest.approx([w for row in rows for w in row])
+
+
+def test_log_scale_kernels_live_on_the_log_axis() -> None:
+    space = {"lr": FloatDistribution(1e-4, 1e-1, log=True)}
+    est = ParzenEstimator({"lr": np.asarray([1e-3])}, space)
+    (lr,) = est.kernels
+    assert isinstance(lr, _Numerical)
+    span = math.log(1e-1) - math.log(1e-4)
+    assert lr.mu[0] == pytest.approx(math.log(1e-3))
+    # n = 1, d = 1: 0.2 * span, below span / 3
+    assert list(lr.sigma) == pytest.approx([span / 3, span])
+
+
+def test_truncated_normal_density_leaves_out_log_sigma() -> None:
+    """3.3's logpdf: at the mean of a normal truncated far out, -log(sqrt(2 pi)) whatever sigma."""
+    for sigma in (0.1, 1.0, 30.0):
+        value = _logpdf(np.asarray([2.0]), np.asarray([-40.0]), np.asarray([40.0]), 2.0, sigma)
+        assert value[0] == pytest.approx(-0.5 * math.log(2 * math.pi), abs=1e-15)
+
+
+def test_quantiles_invert_the_truncated_cdf() -> None:
+    q = np.asarray([0.01, 0.3, 0.5, 0.9, 0.999])
+    a, b = np.full(5, -1.5), np.full(5, 2.5)
+    x = _ppf(q, a, b)
+    lo, hi = _ndtr(a), _ndtr(b)
+    assert (_ndtr(x) - lo) / (hi - lo) == pytest.approx(q, rel=1e-12)
+
+
+def test_the_shortened_bisection_gives_3_3s_bisection_bit_for_bit() -> None:
+    """``_ndtri_exp`` skips ``log_ndtr`` calls far from the root and stops once a halving changes
+    nothing: the answers must be the 100 full halvings' (3.3 _truncnorm.py ``_bisect``), in every
+    range of ``log_ndtr`` (its series below -20, log of the CDF, the upper tail above 6)."""
+    from optuna.samplers._tpe._truncnorm import _log_ndtr_single
+
+    rng = np.random.RandomState(0)
+    xs = np.concatenate(
+        [
+            rng.uniform(-100, 100, 300),
+            rng.uniform(-22, -18, 300),
+            rng.normal(0, 2, 600),
+            rng.uniform(4, 9, 300),
+        ]
+    )
+    targets = np.concatenate(
+        [
+            [_log_ndtr_single(float(x)) for x in xs],
+            -rng.exponential(1.0, 300),
+            -(10 ** rng.uniform(-300, 4, 300)),
+            [0.0, -1e-320, -5000.0, -6000.0, -math.inf],
+        ]
+    )
+    with np.errstate(all="ignore"):
+        fast = _ndtri_exp(targets)
+    slow = np.asarray([_bisect_log_ndtr(float(t)) for t in targets])
+    assert fast.tobytes() == slow.tobytes()
+
+
+def test_polynomials_are_evaluated_as_numpy_evaluates_them() -> None:
+    from optuna.samplers._tpe._erf import pa, pp, qa, qq, ra, rb, sa, sb
+
+    x = np.concatenate([np.random.RandomState(1).uniform(-10, 10, 2000), [0.0, -0.0, 1e-300]])
+    for poly in (pp, qq, pa, qa, ra, sa, rb, sb):
+        assert _horner(poly)(x).tobytes() == poly(x).tobytes()
+
+
+def test_candidates_draw_parameter_by_parameter_in_the_space_order() -> None:
+    """Kernel choice, then each parameter's uniforms in turn (3.3), so "c", first by name, takes the
+    second block of uniforms (5.0 drew every categorical first too, but "x" would take the third
+    block before "k")."""
+    est = ParzenEstimator({"c": np.asarray([]), "k": np.asarray([]), "x": np.asarray([])}, SPACE)
+    samples = est.sample(np.random.RandomState(4), 6)
+    u = np.random.RandomState(4).random_sample(24).reshape(4, 6)  # choice, c, k, x
+    assert samples["c"].tolist() == np.floor(u[1] * 3).tolist()
+    # the prior kernel for x: N(0.5, 1) truncated to [0, 1]; quantile u[3]
+    lo, hi = _ndtr(np.asarray(-0.5)), _ndtr(np.asarray(0.5))
+    assert ((_ndtr(samples["x"] - 0.5) - lo) / (hi - lo)).tolist() == pytest.approx(u[3].tolist(), rel=1e-9)
+
+
+def test_split_and_weights() -> None:
+    assert [default_gamma(n) for n in (0, 1, 10, 11, 300)] == [0, 1, 1, 2, 25]
+    assert default_weights(3).tolist() == [1, 1, 1]
+    assert default_weights(27).tolist()[:3] == pytest.approx([1 / 27, 1.0, 1.0])
+    # complete trials by value (ties: the earlier first), then pruned, running last
+    scores = [(-math.inf, 2.0), (math.inf, math.inf), (-math.inf, 1.0), (-3, 0.0), (-math.inf, 1.0)]
+    assert split(scores, 2) == ([2, 4], [0, 1, 3])
+
+
+def _katib(address: str) -> FakeKatib:
+    settings = json.loads(FIXTURE.read_text())["settings"]
+    return FakeKatib(address, experiment(algorithm="multivariate-tpe", settings=settings, params=params()))
+
+
+def test_suggests_what_katibs_own_service_suggests(start_server) -> None:
+    expected = [tuple(tuple(a) for a in t) for t in json.loads(FIXTURE.read_text())["trials"]]
+    assert len(expected) == TRIALS
+    katib = _katib(start_server().bound_addresses[0])
+    for _ in range(TRIALS):
+        (trial,) = katib.ask(1)
+        katib.finish(trial)
+    assert [t.assignments for t in katib.trials] == expected
+
+
+def test_a_restarted_service_continues_katibs_suggestions(start_server) -> None:
+    expected = [tuple(tuple(a) for a in t) for t in json.loads(FIXTURE.read_text())["trials"]]
+    katib = _katib(start_server().bound_addresses[0])
+    for i in range(TRIALS):
+        if i in (3, 12):  # in the startup trials and in TPE's
+            katib.close()
+            katib.connect(start_server().bound_addresses[0])
+        (trial,) = katib.ask(1)
+        katib.finish(trial)
+    assert [t.assignments for t in katib.trials] == expected
