@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -262,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baseline-cmd", help="command starting the baseline service ({address}/{port} filled in)"
     )
     parser.add_argument(
+        "--ours-cmd",
+        help="command starting the service measured as ours ({address}/{port} filled in; default: "
+        "katib-progress suggestion serve), e.g. benchmarks/canned_suggestion.py for the gRPC floor",
+    )
+    parser.add_argument(
         "--baseline-address", help="where the baseline listens when its command takes no address"
     )
     parser.add_argument("--part", choices=("latency", "quality", "all"), default="all")
@@ -284,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     calls = 3 if args.quick else args.calls
     seeds, trials = (2, 20) if args.quick else (args.seeds, args.trials)
     baseline = baseline_spec(args.baseline_cmd, args.baseline_address) if args.baseline_cmd else None
-    ours = ServiceSpec("ours", ours_command("{address}"))
+    ours = ServiceSpec("ours", shlex.split(args.ours_cmd) if args.ours_cmd else ours_command("{address}"))
     chosen = args.algorithms.split(",") if args.algorithms else [*BOTH, *OURS_ONLY]
     console = Console(width=200)
     report: dict[str, Any] = {"load_before": load_text(), "latency": {}, "quality": {}}

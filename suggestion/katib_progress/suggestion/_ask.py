@@ -25,6 +25,8 @@ from optuna.distributions import BaseDistribution, _get_single_value, check_dist
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from katib_progress.suggestion._random import SpaceRandomSampler
+
 
 def ask_trial(
     study: optuna.Study,
@@ -87,6 +89,35 @@ def ask_trial(
         for name, dist in cached.distributions.items():
             storage.set_trial_param(trial_id, name, dist.to_internal_repr(cached.params[name]), dist)
     return trial, cached.params
+
+
+def sample_params(
+    sampler: SpaceRandomSampler,
+    distributions: Mapping[str, BaseDistribution],
+    fixed: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The params ``ask_trial`` gives a trial when ``study.sampler`` is ``sampler``, without a
+    study or a trial: the same choices in the same order (fixed value, single-valued distribution,
+    the relative sample drawn when the first parameter needs it if it holds a valid value, an
+    independent sample otherwise). A ``SpaceRandomSampler`` reads neither the study nor the trial
+    (its relative search space is its own fixed space, ``infer_relative_search_space``)."""
+    params: dict[str, Any] = {}
+    relative: dict[str, Any] | None = None
+    for name, dist in distributions.items():
+        if fixed is not None and name in fixed:
+            value = fixed[name]
+        elif dist.single():
+            value = _get_single_value(dist)
+        else:
+            if relative is None:
+                relative = sampler.draw()
+            if name in relative and dist._contains(dist.to_internal_repr(relative[name])):
+                value = relative[name]
+            else:
+                value = sampler.draw_one(name, dist)
+        dist.to_internal_repr(value)  # Trial._suggest: raises ValueError on an invalid value (NaN)
+        params[name] = value
+    return params
 
 
 def _is_relative(trial: optuna.Trial, name: str, dist: BaseDistribution) -> bool:

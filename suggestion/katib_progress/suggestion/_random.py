@@ -79,7 +79,13 @@ class SpaceRandomSampler(BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if self._untransform is None or not search_space:
+        if not search_space:
+            return {}
+        return self.draw()
+
+    def draw(self) -> dict[str, Any]:
+        """One draw for the whole space (the relative sample; study and trial play no part)."""
+        if self._untransform is None:
             return {}
         draw = self._rng.rng.uniform(self._low, self._high)
         if self._stream_at is not None:
@@ -89,6 +95,10 @@ class SpaceRandomSampler(BaseSampler):
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
+        return self.draw_one(param_name, param_distribution)
+
+    def draw_one(self, param_name: str, param_distribution: BaseDistribution) -> Any:
+        """One parameter's independent sample (study and trial play no part)."""
         trans = _SearchSpaceTransform({param_name: param_distribution})
         return trans.untransform(self._rng.rng.uniform(trans.bounds[:, 0], trans.bounds[:, 1]))[param_name]
 

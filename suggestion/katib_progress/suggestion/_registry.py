@@ -79,11 +79,23 @@ class StudyRegistry:
                 checked = check_experiment(spec, creating=False)
                 study = ExperimentStudy(checked, storage=self._storage, curve_source=self._curves)
                 slot.study = study
+                _log.info(
+                    "experiment %r: %s study started, %d trials reported",
+                    spec.name,
+                    spec.algorithm,
+                    len(trials),
+                )
             slot.spec = spec
             study.sync(trials)
             return study.suggest(count, total)
 
     def study(self, experiment: str) -> ExperimentStudy | None:
+        """The experiment's study, every trial written to its Optuna study (``materialise``)."""
         with self._lock:
             slot = self._slots.get(experiment)
-        return None if slot is None else slot.study
+        if slot is None:
+            return None
+        with slot.lock:
+            if slot.study is not None:
+                slot.study.materialise()
+            return slot.study

@@ -124,6 +124,11 @@ class AskSamplers:
         # ``multivariate-tpe`` reads Katib's two streams the same way (KatibTPESampler.position_stream).
         self._stream_seed = seed if type(settings) in (RandomSettings, MultivariateTPESettings) else None
 
+    @property
+    def streams(self) -> bool:
+        """Whether asks read the experiment's stream (``random``): ``for_ask`` ignores their seed."""
+        return self._stream_seed is not None
+
     def for_ask(self, seed: int, index: int) -> BaseSampler:
         """The sampler for ask number ``index``, whose derived seed is ``seed``."""
         if self._kept is None:
