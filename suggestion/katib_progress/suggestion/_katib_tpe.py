@@ -221,7 +221,8 @@ def _bisect_log_ndtr(target: float) -> float:
 _SAFETY = 100.0
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 #: ``_log_ndtr_single`` without its ``lru_cache`` (the same function: midpoints near a root are
-#: almost never asked twice, and the cache's bookkeeping costs a third of a call).
+#: almost never asked twice, and the cache's bookkeeping costs a third of a call; the kernels'
+#: truncation bounds, which repeat from ask to ask, keep the cached one).
 _LOG_NDTR = getattr(_log_ndtr_single, "__wrapped__", _log_ndtr_single)
 
 
@@ -536,6 +537,9 @@ class KatibTPESampler(BaseSampler):
         self._random = SpaceRandomSampler(self._space, seed=seed)
         self._intersection = IntersectionSearchSpace(include_pruned=True)
         self._drawn: int | None = None  # uniforms drawn from the TPE stream (stream mode)
+        # each trial's internal parameter values, by (storage, trial id, parameters): a trial's
+        # parameters are set when it is created and never change
+        self._reprs: dict[tuple[int, int, tuple[str, ...]], tuple[Any, ...] | None] = {}
 
     # -- Katib's streams ------------------------------------------------------------------------
 
@@ -628,10 +632,10 @@ class KatibTPESampler(BaseSampler):
         n = sum(s[0] < math.inf for s in scores)
         below, above = split(scores, default_gamma(n))
         l_est = ParzenEstimator(
-            self._observations([trials[i] for i in below], space), space, self._prior_weight
+            self._observations(study, [trials[i] for i in below], space), space, self._prior_weight
         )
         g_est = ParzenEstimator(
-            self._observations([trials[i] for i in above], space), space, self._prior_weight
+            self._observations(study, [trials[i] for i in above], space), space, self._prior_weight
         )
         samples = l_est.sample(self._rng.rng, self._n_ei)
         if self._drawn is not None:
@@ -640,17 +644,26 @@ class KatibTPESampler(BaseSampler):
         best = int(np.argmax(score))
         return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
 
-    @staticmethod
     def _observations(
-        trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
+        self, study: optuna.Study, trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
     ) -> dict[str, np.ndarray]:
         """3.3 ``_get_internal_repr``: the trials that hold every parameter of ``space``."""
-        values: dict[str, list[float]] = {name: [] for name in space}
+        names = tuple(space)
+        storage = id(study._storage)
+        rows: list[tuple[Any, ...]] = []
         for t in trials:
-            if all(name in t.params for name in space):
-                for name in space:
-                    values[name].append(t.distributions[name].to_internal_repr(t.params[name]))
-        return {k: np.asarray(v) for k, v in values.items()}
+            key = (storage, t._trial_id, names)
+            if key in self._reprs:
+                row = self._reprs[key]
+            else:
+                row = None
+                if all(name in t.params for name in names):
+                    row = tuple(t.distributions[name].to_internal_repr(t.params[name]) for name in names)
+                self._reprs[key] = row
+            if row is not None:
+                rows.append(row)
+        columns = zip(*rows, strict=True) if rows else ([] for _ in names)
+        return {name: np.asarray(list(column)) for name, column in zip(names, columns, strict=True)}
 
 
 def split(scores: Sequence[tuple[float, float]], n_below: int) -> tuple[list[int], list[int]]:
