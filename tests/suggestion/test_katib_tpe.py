@@ -30,6 +30,7 @@ from katib_progress.suggestion._katib_tpe import (
     _coefficients,
     _erf,
     _horner,
+    _log_ndtr_inline,
     _logpdf,
     _ndtr,
     _ndtri_exp,
@@ -132,6 +133,29 @@ def test_the_shortened_bisection_gives_3_3s_bisection_bit_for_bit() -> None:
         fast = _ndtri_exp(targets)
     slow = np.asarray([_bisect_log_ndtr(float(t)) for t in targets])
     assert fast.tobytes() == slow.tobytes()
+
+
+def test_the_inlined_log_ndtr_is_optunas() -> None:
+    from optuna.samplers._tpe._truncnorm import _log_ndtr_single
+
+    rng = np.random.RandomState(2)
+    edges = [
+        6.0,
+        np.nextafter(6.0, 7.0),
+        -20.0,
+        np.nextafter(-20.0, -21.0),
+        1.0,
+        -1.0,
+        0.0,
+        -0.0,
+        100.0,
+        -100.0,
+    ]
+    xs = np.concatenate(
+        [rng.uniform(-100, 100, 3000), rng.normal(0, 2, 3000), rng.uniform(5.5, 6.5, 500), edges]
+    )
+    for x in xs.tolist():
+        assert _log_ndtr_inline(x) == _log_ndtr_single(x)
 
 
 def test_polynomials_are_evaluated_as_numpy_evaluates_them() -> None:

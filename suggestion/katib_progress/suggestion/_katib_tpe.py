@@ -224,6 +224,24 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 #: almost never asked twice, and the cache's bookkeeping costs a third of a call; the kernels'
 #: truncation bounds, which repeat from ask to ask, keep the cached one).
 _LOG_NDTR = getattr(_log_ndtr_single, "__wrapped__", _log_ndtr_single)
+_SQRT2 = 2**0.5
+_INV_SQRT2 = 1 / 2**0.5
+
+
+def _log_ndtr_inline(a: float) -> float:
+    """``_log_ndtr_single(a)`` (_truncnorm.py: ``-ndtr(-a)`` above 6, ``log(ndtr(a))`` above -20,
+    with ``_ndtr_single``'s three erf/erfc cases) by the same operations in one function, without
+    its two cached calls; below -20 (the asymptotic series) it calls it."""
+    if a > 6:
+        return -(0.5 * math.erfc(a / _SQRT2))  # -a / sqrt(2) < -1 / sqrt(2): 0.5 * erfc(-x)
+    if a > -20:
+        x = a / _SQRT2
+        if x < -_INV_SQRT2:
+            return math.log(0.5 * math.erfc(-x))
+        if x < _INV_SQRT2:
+            return math.log(0.5 + 0.5 * math.erf(x))
+        return math.log(1.0 - 0.5 * math.erfc(x))
+    return _LOG_NDTR(a)
 
 
 def _fast_bisect_log_ndtr(target: float, root: float) -> float:
@@ -240,7 +258,7 @@ def _fast_bisect_log_ndtr(target: float, root: float) -> float:
     lo, hi = -100.0, 100.0
     if _log_ndtr_single(lo) > target or not math.isfinite(root) or not -100.0 < root < 100.0:
         return _bisect_log_ndtr(target)
-    value = _log_ndtr_single(root)
+    value = _log_ndtr_inline(root)
     # d log_ndtr / dx = pdf / cdf; the evaluation error: a few ulps of the value, and of 1 where
     # the value is log(cdf) with cdf close to 1 (x <= 6, _log_ndtr_single).
     slope = math.exp(-root * root / 2 - _LOG_SQRT_2PI - value)
@@ -267,7 +285,7 @@ def _fast_bisect_log_ndtr(target: float, root: float) -> float:
         left -= 1
     else:
         return mid
-    log_ndtr = _LOG_NDTR  # near it: evaluated as 3.3 does
+    log_ndtr = _log_ndtr_inline  # near it: evaluated as 3.3 does
     while left:
         mid = (lo + hi) / 2
         if log_ndtr(mid) < target:
