@@ -48,20 +48,10 @@ def _foreign(algorithm: str) -> list[FakeTrial]:
 
 
 @pytest.fixture
-def servers(monkeypatch):
+def servers(monkeypatch, start_server):
     """Start servers whose pruning hub has a curve for every trial (EarlyStopped trials get it)."""
     monkeypatch.setattr(server_module, "PruningHub", FakeHub)
-    started: list[server_module.SuggestionServer] = []
-
-    def start(storage: str | None = None) -> server_module.SuggestionServer:
-        server = server_module.create_server(["127.0.0.1:0"], storage=storage)
-        server.start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop(0)
+    return start_server
 
 
 def _scenario(katib: FakeKatib, algorithm: str) -> None:
