@@ -65,18 +65,22 @@ def _coefficients(poly: Any) -> tuple[float, ...]:
     return tuple(float(c) for c in poly.coef)
 
 
-def _horner(coef: tuple[float, ...], x: float) -> float:
-    """``Polynomial(coef)(x)`` for one value, by ``polyval``'s arithmetic (numpy/polynomial/
-    polynomial.py: ``c[-1] + x * 0``, then ``c[i] + c0 * x`` down to ``c[0]``). NumPy's float64
-    ``+`` and ``*`` round as Python's float operations do, so the result is the same."""
-    x = 0.0 + 1.0 * x
-    c0 = coef[-1] + x * 0
+def _horner(coef: tuple[float, ...]) -> Callable[[float], float]:
+    """``Polynomial(coef)(x)`` for one finite value, by ``polyval``'s arithmetic (numpy/polynomial/
+    polynomial.py: ``c[-1] + x * 0``, then ``c[i] + c0 * x`` down to ``c[0]``), written out as one
+    expression. NumPy's float64 ``+`` and ``*`` round as Python's float operations do, so the result
+    is the same. ``Polynomial``'s domain mapping ``0.0 + 1.0 * x`` is left out: for a finite ``x`` it
+    only turns -0.0 into 0.0, which changes no result here (every constant term is nonzero)."""
+    assert all(math.isfinite(c) for c in coef) and coef[0] != 0
+    expr = f"({coef[-1]!r} + x * 0)"
     for c in coef[-2::-1]:
-        c0 = c + c0 * x
-    return c0
+        expr = f"({c!r} + {expr} * x)"
+    value: Callable[[float], float] = eval(f"lambda x: {expr}")  # built from our own constants
+    return value
 
 
 _PP, _QQ, _PA, _QA, _RA, _SA, _RB, _SB = (_coefficients(p) for p in (pp, qq, pa, qa, ra, sa, rb, sb))
+_pp, _qq, _pa, _qa, _ra, _sa, _rb, _sb = (_horner(c) for c in (_PP, _QQ, _PA, _QA, _RA, _SA, _RB, _SB))
 _ERX, _EFX = float(erx), float(efx)
 
 
@@ -150,14 +154,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
             out[i] = v + _EFX * v
         elif a < 0.84375:
             z = v * v
-            out[i] = v + v * (_horner(_PP, z) / _horner(_QQ, z))
+            out[i] = v + v * (_pp(z) / _qq(z))
         elif a < 1.25:
             t = a - 1
-            out[i] = (_ERX + _horner(_PA, t) / _horner(_QA, t)) * (1.0 if v > 0 else -1.0)
+            out[i] = (_ERX + _pa(t) / _qa(t)) * (1.0 if v > 0 else -1.0)
         elif a < 6:
             t = 1 / (a * a)
-            r_coef, s_coef = (_RA, _SA) if a < 1 / 0.35 else (_RB, _SB)
-            ratio = _horner(r_coef, t) / _horner(s_coef, t)
+            ratio = _ra(t) / _sa(t) if a < 1 / 0.35 else _rb(t) / _sb(t)
             pending.append((i, a, 1.0 if v > 0 else -1.0))
             args_pdf.append(-a * a - 0.5625)
             args_ratio.append(ratio)
