@@ -85,7 +85,6 @@ class KeptCmaEsSampler(BaseSampler):
         self._trans = _SearchSpaceTransform(self._space, transform_step=True, transform_0_1=True)
         self._untransform = Untransform(self._space, self._trans)
         self._sigma0 = sigma0
-        self._seed = seed
         # CmaEsSampler.__init__: ``_cma_rng = LazyRandomState(seed)`` and
         # ``_independent_sampler = RandomSampler(seed=seed)``.
         self._rng = LazyRandomState(seed)

@@ -47,7 +47,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from katib_progress.suggestion._random import SpaceRandomSampler
+from katib_progress.suggestion._random import SpaceRandomSampler, seek
 
 #: 3.3 sampler.py ``TPESampler.__init__`` defaults, as Katib leaves them.
 PRIOR_WEIGHT = 1.0
@@ -65,22 +65,25 @@ def _coefficients(poly: Any) -> tuple[float, ...]:
     return tuple(float(c) for c in poly.coef)
 
 
-def _horner(coef: tuple[float, ...]) -> Callable[[float], float]:
-    """``Polynomial(coef)(x)`` for one finite value, by ``polyval``'s arithmetic (numpy/polynomial/
-    polynomial.py: ``c[-1] + x * 0``, then ``c[i] + c0 * x`` down to ``c[0]``), written out as one
-    expression. NumPy's float64 ``+`` and ``*`` round as Python's float operations do, so the result
-    is the same. ``Polynomial``'s domain mapping ``0.0 + 1.0 * x`` is left out: for a finite ``x`` it
-    only turns -0.0 into 0.0, which changes no result here (every constant term is nonzero)."""
+_Poly = Callable[[Any], Any]
+
+
+def _horner(coef: tuple[float, ...]) -> _Poly:
+    """``Polynomial(coef)(x)`` for one finite value (or an array of them), by ``polyval``'s
+    arithmetic (numpy/polynomial/polynomial.py: ``c[-1] + x * 0``, then ``c[i] + c0 * x`` down to
+    ``c[0]``), written out as one expression. NumPy's float64 ``+`` and ``*`` round as Python's
+    float operations do, so the result is the same. ``Polynomial``'s domain mapping
+    ``0.0 + 1.0 * x`` is left out: for a finite ``x`` it only turns -0.0 into 0.0, which changes no
+    result here (every constant term is nonzero)."""
     assert all(math.isfinite(c) for c in coef) and coef[0] != 0
     expr = f"({coef[-1]!r} + x * 0)"
     for c in coef[-2::-1]:
         expr = f"({c!r} + {expr} * x)"
-    value: Callable[[float], float] = eval(f"lambda x: {expr}")  # built from our own constants
+    value: _Poly = eval(f"lambda x: {expr}")  # built from our own constants
     return value
 
 
-_PP, _QQ, _PA, _QA, _RA, _SA, _RB, _SB = (_coefficients(p) for p in (pp, qq, pa, qa, ra, sa, rb, sb))
-_pp, _qq, _pa, _qa, _ra, _sa, _rb, _sb = (_horner(c) for c in (_PP, _QQ, _PA, _QA, _RA, _SA, _RB, _SB))
+_pp, _qq, _pa, _qa, _ra, _sa, _rb, _sb = (_horner(_coefficients(p)) for p in (pp, qq, pa, qa, ra, sa, rb, sb))
 _ERX, _EFX = float(erx), float(efx)
 
 
@@ -90,29 +93,22 @@ _ERF_PYTHON_MAX = 80
 
 
 def _erf_arrays(x: np.ndarray) -> np.ndarray:
-    """``_erf`` as 3.3 computes it, each range of ``|x|`` over a NumPy array (``Polynomial``'s
-    ``polyval`` arithmetic on arrays, see ``_horner``)."""
+    """``_erf`` as 3.3 computes it, each range of ``|x|`` over a NumPy array (the polynomials of
+    ``_horner`` work on arrays alike)."""
 
-    def poly(coef: tuple[float, ...], v: np.ndarray) -> np.ndarray:
-        v = 0.0 + 1.0 * v
-        c0 = coef[-1] + v * 0
-        for c in coef[-2::-1]:
-            c0 = c + c0 * v
-        return c0
-
-    def medium(r_coef: tuple[float, ...], s_coef: tuple[float, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    def medium(r_poly: _Poly, s_poly: _Poly) -> Callable[[np.ndarray], np.ndarray]:
         def f(v: np.ndarray) -> np.ndarray:
             sign = np.sign(v)
             v = np.abs(v)
             t = 1 / (v * v)
-            r = np.exp(-v * v - 0.5625) * np.exp(poly(r_coef, t) / poly(s_coef, t))
+            r = np.exp(-v * v - 0.5625) * np.exp(r_poly(t) / s_poly(t))
             return (1 - r / v) * sign
 
         return f
 
     def small2(v: np.ndarray) -> np.ndarray:
         t = np.abs(v) - 1
-        return (_ERX + poly(_PA, t) / poly(_QA, t)) * np.sign(v)
+        return (_ERX + _pa(t) / _qa(t)) * np.sign(v)
 
     a = np.abs(x)
     out = np.full_like(a, fill_value=np.nan)
@@ -120,10 +116,10 @@ def _erf_arrays(x: np.ndarray) -> np.ndarray:
     out[np.isneginf(x)] = -1.0
     cases: list[tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]] = [
         (a < 2**-28, lambda v: v + _EFX * v),
-        ((a >= 2**-28) & (a < 0.84375), lambda v: v + v * (poly(_PP, v * v) / poly(_QQ, v * v))),
+        ((a >= 2**-28) & (a < 0.84375), lambda v: v + v * (_pp(v * v) / _qq(v * v))),
         ((a >= 0.84375) & (a < 1.25), small2),
-        ((a >= 1.25) & (a < 1 / 0.35), medium(_RA, _SA)),
-        ((a >= 1 / 0.35) & (a < 6), medium(_RB, _SB)),
+        ((a >= 1.25) & (a < 1 / 0.35), medium(_ra, _sa)),
+        ((a >= 1 / 0.35) & (a < 6), medium(_rb, _sb)),
         (a >= 6, np.sign),
     ]
     for mask, f in cases:
@@ -590,13 +586,7 @@ class KatibTPESampler(BaseSampler):
                 target = self._draws_per_ask(True) + (tpe_asks - 1) * self._draws_per_ask(False)
             else:
                 target = tpe_asks * self._draws_per_ask(False)
-        rng = self._rng.rng
-        at = self._drawn
-        if at is None or target < at:
-            rng.seed(seed)
-            at = 0
-        if target > at:
-            rng.random_sample(target - at)
+        seek(self._rng.rng, seed, self._drawn, target)
         self._drawn = target
 
     def reseed_rng(self) -> None:

@@ -14,6 +14,17 @@ from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import FrozenTrial
 
 
+def seek(rng: np.random.RandomState, seed: int, at: int | None, target: int) -> None:
+    """Put ``rng``, which has given ``at`` uniforms of the ``RandomState(seed)`` stream (``None``:
+    unknown), where that stream is after ``target`` of them: onwards by drawing the ones in between,
+    or from the stream's start when ``target`` is already passed."""
+    if at is None or target < at:
+        rng.seed(seed)
+        at = 0
+    if target > at:
+        rng.random_sample(target - at)
+
+
 class SpaceRandomSampler(BaseSampler):
     """Optuna's ``RandomSampler`` distribution, drawn for the whole search space at once.
 
@@ -62,13 +73,8 @@ class SpaceRandomSampler(BaseSampler):
         restarts from the stream's start and repeats earlier suggestions). Not the same as Katib's
         when a parameter has a single value: Optuna takes that value without a draw, here its column
         still consumes one."""
-        rng = self._rng.rng
-        at = self._stream_at
-        if at is None or index < at:  # the first ask, or an index already passed: from the start
-            rng.seed(seed)
-            at = 0
-        if index > at:
-            rng.random_sample((index - at) * self.columns)  # the asks in between, unseen here
+        at = None if self._stream_at is None else self._stream_at * self.columns
+        seek(self._rng.rng, seed, at, index * self.columns)
         self._stream_at = index
 
     def infer_relative_search_space(

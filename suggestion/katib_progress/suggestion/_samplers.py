@@ -126,8 +126,9 @@ class AskSamplers:
 
     @property
     def streams(self) -> bool:
-        """Whether asks read the experiment's stream (``random``): ``for_ask`` ignores their seed."""
-        return self._stream_seed is not None
+        """Whether asks read the experiment's streams (``random``, ``multivariate-tpe``, ``cmaes``):
+        ``for_ask`` ignores their seed."""
+        return self._stream_seed is not None or isinstance(self._kept, KeptCmaEsSampler)
 
     def for_ask(self, seed: int, index: int) -> BaseSampler:
         """The sampler for ask number ``index``, whose derived seed is ``seed``."""

@@ -321,7 +321,7 @@ class ExperimentStudy:
             )
         else:
             self._study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
-            self._open[record.name] = self._study.ask(self.checked.space.distributions())
+            self._open[record.name] = self._study.ask(self._distributions)
         self._number[record.name] = self._n_trials
         self._n_trials += 1
 
