@@ -312,20 +312,52 @@ def _ndtri_exp(y: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=float).reshape(np.shape(y))
 
 
-def _ppf(q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+class _Bounds(NamedTuple):
+    """One numerical parameter's kernels standardised: each kernel's truncation bounds ``a``, ``b``,
+    the log of its mass in them, and (when sampling) ``log_ndtr`` of its lower tail's end (``a``
+    where ``a < 0``, else ``-b``), as ``_ppf`` and ``_logpdf`` compute them for that kernel (3.3
+    evaluates them elementwise, once per sampled value; each is a function of the kernel alone)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    mass: np.ndarray
+    tail: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, low: float, high: float, mu: np.ndarray, sigma: np.ndarray) -> _Bounds:
+        a, b = (low - mu) / sigma, (high - mu) / sigma
+        return cls(a, b, _log_gauss_mass(a, b))
+
+    def pick(self, kernels: np.ndarray) -> _Bounds:
+        """The bounds of each of ``kernels`` (indices), in that order."""
+        tail = None if self.tail is None else self.tail[kernels]
+        return _Bounds(self.a[kernels], self.b[kernels], self.mass[kernels], tail)
+
+    def with_tail(self) -> _Bounds:
+        if self.tail is not None:
+            return self
+        left = self.a < 0
+        tail = np.empty_like(self.a)
+        tail[left] = _log_ndtr(self.a[left])
+        tail[~left] = _log_ndtr(-self.b[~left])
+        return self._replace(tail=tail)
+
+
+def _ppf(q: np.ndarray, a: np.ndarray, b: np.ndarray, known: _Bounds | None = None) -> np.ndarray:
     """Quantile ``q`` of the standard normal truncated to [a, b] (3.3 _truncnorm.py ``ppf``: the left
-    tail when ``a < 0``, else the mirrored right tail; the mass computed per case)."""
+    tail when ``a < 0``, else the mirrored right tail; the mass computed per case). ``known``: each
+    value's ``mass`` and ``tail`` already computed (``_Bounds`` indexed like ``q``)."""
     q, a, b = np.atleast_1d(q, a, b)
     q, a, b = np.broadcast_arrays(q, a, b)
+    known = (_Bounds(a, b, _log_gauss_mass(a, b)) if known is None else known).with_tail()
+    assert known.tail is not None
     left = a < 0
     right = ~left
     out = np.empty_like(q)
     if q[left].size:
-        ql, al, bl = q[left], a[left], b[left]
-        out[left] = _ndtri_exp(_log_sum(_log_ndtr(al), np.log(ql) + _log_gauss_mass(al, bl)))
+        out[left] = _ndtri_exp(_log_sum(known.tail[left], np.log(q[left]) + known.mass[left]))
     if q[right].size:
-        qr, ar, br = q[right], a[right], b[right]
-        out[right] = -_ndtri_exp(_log_sum(_log_ndtr(-br), np.log1p(-qr) + _log_gauss_mass(ar, br)))
+        out[right] = -_ndtri_exp(_log_sum(known.tail[right], np.log1p(-q[right]) + known.mass[right]))
     out[q == 0] = a[q == 0]
     out[q == 1] = b[q == 1]
     out[a == b] = math.nan
@@ -333,22 +365,36 @@ def _ppf(q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _rvs(
-    a: np.ndarray, b: np.ndarray, loc: np.ndarray, scale: np.ndarray, rng: np.random.RandomState
+    a: np.ndarray,
+    b: np.ndarray,
+    loc: np.ndarray,
+    scale: np.ndarray,
+    rng: np.random.RandomState,
+    *,
+    known: _Bounds | None = None,
 ) -> np.ndarray:
     """3.3 _truncnorm.py ``rvs``: one uniform per value, through ``ppf``."""
     size = np.broadcast(a, b, loc, scale).shape
-    return _ppf(rng.uniform(low=0, high=1, size=size), a, b) * scale + loc
+    return _ppf(rng.uniform(low=0, high=1, size=size), a, b, known) * scale + loc
 
 
-def _logpdf(x: np.ndarray, a: np.ndarray, b: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def _logpdf(
+    x: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    loc: np.ndarray,
+    scale: np.ndarray,
+    *,
+    mass: np.ndarray | None = None,
+) -> np.ndarray:
     """3.3 _truncnorm.py ``logpdf``: the standard normal's log-density at ``(x - loc) / scale`` over
-    its mass in [a, b], without ``-log(scale)``; -inf outside, NaN for an empty interval."""
+    its mass in [a, b] (``mass``, if already known), without ``-log(scale)``; -inf outside, NaN for
+    an empty interval."""
     z = (x - loc) / scale
     z, a, b = np.atleast_1d(z, a, b)
-    out = _norm_logpdf(z) - _log_gauss_mass(a, b)
-    z, a, b = np.broadcast_arrays(z, a, b)
-    out[(z < a) | (b < z)] = -np.inf
-    out[a == b] = math.nan
+    out = _norm_logpdf(z) - (_log_gauss_mass(a, b) if mass is None else mass)
+    out[(z < a) | (b < z)] = -np.inf  # (the masks broadcast as 3.3's broadcast arrays do)
+    out[np.broadcast_to(a == b, out.shape)] = math.nan
     return out
 
 
@@ -409,6 +455,19 @@ class ParzenEstimator:
         self.kernels = [
             self._kernels(obs[:, i], dist, prior_weight, len(space)) for i, dist in enumerate(space.values())
         ]
+        self._bounds: dict[int, _Bounds] = {}
+
+    def _kernel_bounds(self, i: int, k: _Numerical, tail: bool = False) -> _Bounds:
+        """Parameter ``i``'s ``_Bounds``, computed once per estimator: its kernels' truncation to
+        [low, high], widened by half a step on each side for a stepped parameter (3.3
+        ``_MixtureOfProductDistribution``: ``_BatchedDiscreteTruncNormDistributions``)."""
+        if i not in self._bounds:
+            half = 0.0 if k.step is None else k.step / 2
+            low, high = (k.low, k.high) if k.step is None else (k.low - half, k.high + half)
+            self._bounds[i] = _Bounds.of(low, high, k.mu, k.sigma)
+        if tail:
+            self._bounds[i] = self._bounds[i].with_tail()
+        return self._bounds[i]
 
     def _transform(self, samples: dict[str, np.ndarray]) -> np.ndarray:
         """log of log-scale parameters (3.3 ``_transform``); rows are observations."""
@@ -470,11 +529,12 @@ class ParzenEstimator:
                 out[:, i] = np.sum(cum < quantile[:, None], axis=-1)
                 continue
             mu, sigma = k.mu[active], k.sigma[active]
+            # each value's bounds: its kernel's, (k.low [- step / 2] - mu) / sigma, as 3.3's
+            picked = self._kernel_bounds(i, k, tail=True).pick(active)
             if k.step is None:
-                out[:, i] = _rvs((k.low - mu) / sigma, (k.high - mu) / sigma, mu, sigma, rng)
+                out[:, i] = _rvs(picked.a, picked.b, mu, sigma, rng, known=picked)
             else:
-                half = k.step / 2
-                s = _rvs((k.low - half - mu) / sigma, (k.high + half - mu) / sigma, mu, sigma, rng)
+                s = _rvs(picked.a, picked.b, mu, sigma, rng, known=picked)
                 out[:, i] = np.clip(k.low + np.round((s - k.low) / k.step) * k.step, k.low, k.high)
         return self._untransform(out)
 
@@ -492,21 +552,30 @@ class ParzenEstimator:
                 )
                 logs[:, :, i] = np.log(picked)[:, :, 0]
             elif k.step is None:
-                mu, sigma = k.mu[None, :], k.sigma[None, :]
-                logs[:, :, i] = _logpdf(xi[:, None], (k.low - mu) / sigma, (k.high - mu) / sigma, mu, sigma)
+                bounds = self._kernel_bounds(i, k)
+                logs[:, :, i] = _logpdf(
+                    xi[:, None],
+                    bounds.a[None, :],
+                    bounds.b[None, :],
+                    k.mu[None, :],
+                    k.sigma[None, :],
+                    mass=bounds.mass[None, :],
+                )
             else:
+                # each sample's cell mass under each kernel, over the kernel's accepted mass: the
+                # cells' computed for each distinct sample value and each distinct kernel
+                # (mu, sigma) once, then spread (elementwise the same operations as 3.3's over the
+                # full grid, so the same values)
                 half = k.step / 2
-                lower = np.maximum(xi - half, k.low - half)
-                upper = np.minimum(xi + half, k.high + half)
-                mass = _log_gauss_mass(
-                    (lower[:, None] - k.mu[None, :]) / k.sigma[None, :],
-                    (upper[:, None] - k.mu[None, :]) / k.sigma[None, :],
-                )
-                accept = _log_gauss_mass(
-                    (k.low - half - k.mu[None, :]) / k.sigma[None, :],
-                    (k.high + half - k.mu[None, :]) / k.sigma[None, :],
-                )
-                logs[:, :, i] = mass - accept
+                values, rows = np.unique(xi, return_inverse=True)
+                # (mu, sigma) pairs as complex numbers, exactly: one sort, not unique(axis=1)'s
+                kernels, cols = np.unique(k.mu + 1j * k.sigma, return_inverse=True)
+                mu, sigma = kernels.real[None, :], kernels.imag[None, :]
+                lower = np.maximum(values - half, k.low - half)
+                upper = np.minimum(values + half, k.high + half)
+                mass = _log_gauss_mass((lower[:, None] - mu) / sigma, (upper[:, None] - mu) / sigma)
+                accept = self._kernel_bounds(i, k).mass[None, :]
+                logs[:, :, i] = mass[rows.reshape(-1)][:, cols.reshape(-1)] - accept
         weighted = np.sum(logs, axis=-1) + np.log(self.weights[None, :])
         top = weighted.max(axis=1)
         top[np.isneginf(top)] = 0
@@ -557,6 +626,7 @@ class KatibTPESampler(BaseSampler):
         # each trial's internal parameter values, by (storage, trial id, parameters): a trial's
         # parameters are set when it is created and never change
         self._reprs: dict[tuple[int, int, tuple[str, ...]], tuple[Any, ...] | None] = {}
+        self._below: tuple[tuple[Any, ...], ParzenEstimator] | None = None
 
     # -- Katib's streams ------------------------------------------------------------------------
 
@@ -642,9 +712,7 @@ class KatibTPESampler(BaseSampler):
         scores = [_score(t, sign) for t in trials]
         n = sum(s[0] < math.inf for s in scores)
         below, above = split(scores, default_gamma(n))
-        l_est = ParzenEstimator(
-            self._observations(study, [trials[i] for i in below], space), space, self._prior_weight
-        )
+        l_est = self._below_estimator(study, [trials[i] for i in below], space)
         g_est = ParzenEstimator(
             self._observations(study, [trials[i] for i in above], space), space, self._prior_weight
         )
@@ -654,6 +722,18 @@ class KatibTPESampler(BaseSampler):
         score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
         best = int(np.argmax(score))
         return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+
+    def _below_estimator(
+        self, study: optuna.Study, below: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
+    ) -> ParzenEstimator:
+        """``l(x)``: a function of the below trials' parameters alone, so the one built for the same
+        trials is reused (the asks of one call share it: with constant liar the new running trials
+        join ``g(x)``), with the kernels' bounds it has computed."""
+        key = (id(study._storage), tuple(t._trial_id for t in below), tuple(space.items()))
+        if self._below is None or self._below[0] != key:
+            estimator = ParzenEstimator(self._observations(study, below, space), space, self._prior_weight)
+            self._below = (key, estimator)
+        return self._below[1]
 
     def _observations(
         self, study: optuna.Study, trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
