@@ -217,7 +217,13 @@ def _bisect_log_ndtr(target: float) -> float:
 
 #: How far (in units of the estimated evaluation error) from the root a midpoint must be for
 #: ``_fast_bisect_log_ndtr`` to take its side from the root instead of evaluating ``log_ndtr``.
-_SAFETY = 100.0
+#: The estimate is itself several times the error seen: with 1, 3 or 10 the test's 60,000 targets
+#: (and 180,000 more, tried once) give 3.3's bisection bit for bit; 10 needs a fifth fewer
+#: evaluations than 100 on TPE's quantiles.
+_SAFETY = 10.0
+#: Halvings ``_fast_bisect_log_ndtr`` takes at once when the root is far from the cells' ends.
+_JUMP = 30
+_JUMP_WIDTH = 200.0 / 2**_JUMP
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 #: ``_log_ndtr_single`` without its ``lru_cache`` (the same function: midpoints near a root are
 #: almost never asked twice, and the cache's bookkeeping costs a third of a call; the kernels'
@@ -244,7 +250,7 @@ def _log_ndtr_inline(a: float) -> float:
 
 
 def _fast_bisect_log_ndtr(target: float, root: float) -> float:
-    """``_bisect_log_ndtr(target)``, bit for bit, with about a fifth of its ``log_ndtr`` calls.
+    """``_bisect_log_ndtr(target)``, bit for bit, with about an eighth of its ``log_ndtr`` calls.
 
     The bisection only ever asks on which side of ``target`` ``log_ndtr(mid)`` lies. ``log_ndtr``
     is increasing, and its computed value is within a few units in the last place of an increasing
@@ -253,7 +259,8 @@ def _fast_bisect_log_ndtr(target: float, root: float) -> float:
     checked by evaluating ``log_ndtr`` at half the margin on each side (the same comparison the
     bisection makes). Otherwise, and for midpoints within the margin, ``log_ndtr`` is evaluated as
     3.3 does. Once a halving changes neither end, every later one repeats it (same midpoint, same
-    comparison), so the loop stops there with the same answer."""
+    comparison), so the loop stops there with the same answer; a midpoint equal to an end changes
+    nothing (that end's side is known), so it stops there without evaluating."""
     lo, hi = -100.0, 100.0
     if _log_ndtr_single(lo) > target or not math.isfinite(root) or not -100.0 < root < 100.0:
         return _bisect_log_ndtr(target)
@@ -273,6 +280,18 @@ def _fast_bisect_log_ndtr(target: float, root: float) -> float:
     below_cut, above_cut = root - margin, root + margin
     mid = lo
     left = 100
+    # The first _JUMP halvings at once: while every midpoint is outside the cuts, the interval
+    # after k halvings is the cell [-100 + j w, -100 + (j + 1) w], w = 200 / 2**k, holding both
+    # cuts (each midpoint is exact: a multiple of w / 2 below 2**53 of them). Both cuts must fall
+    # well inside one such cell, by a margin far above the rounding of the float arithmetic here
+    # (1e-4 of a cell against about 1e-7); otherwise the halvings are taken one by one.
+    cell_low = (below_cut + 100.0) / _JUMP_WIDTH
+    cell = math.floor(cell_low)
+    cell_high = (above_cut + 100.0) / _JUMP_WIDTH
+    if cell_low - cell > 1e-4 and cell + 1 - cell_high > 1e-4:
+        lo = -100.0 + cell * _JUMP_WIDTH
+        hi = lo + _JUMP_WIDTH
+        left -= _JUMP
     while left:  # far from the root: the side is the root's
         mid = (lo + hi) / 2
         if mid <= below_cut:
@@ -287,13 +306,13 @@ def _fast_bisect_log_ndtr(target: float, root: float) -> float:
     log_ndtr = _log_ndtr_inline  # near it: evaluated as 3.3 does
     while left:
         mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            # 3.3 would compare log_ndtr(mid) again: below target at lo, not below at hi (each
+            # end was set by that comparison, or certified), so the halving changes nothing
+            break
         if log_ndtr(mid) < target:
-            if lo == mid:
-                break
             lo = mid
         else:
-            if hi == mid:
-                break
             hi = mid
         left -= 1
     return mid
