@@ -550,10 +550,10 @@ class ParzenEstimator:
             mu, sigma = k.mu[active], k.sigma[active]
             # each value's bounds: its kernel's, (k.low [- step / 2] - mu) / sigma, as 3.3's
             picked = self._kernel_bounds(i, k, tail=True).pick(active)
+            s = _rvs(picked.a, picked.b, mu, sigma, rng, known=picked)
             if k.step is None:
-                out[:, i] = _rvs(picked.a, picked.b, mu, sigma, rng, known=picked)
+                out[:, i] = s
             else:
-                s = _rvs(picked.a, picked.b, mu, sigma, rng, known=picked)
                 out[:, i] = np.clip(k.low + np.round((s - k.low) / k.step) * k.step, k.low, k.high)
         return self._untransform(out)
 
