@@ -1,12 +1,14 @@
 # The two commands a newcomer needs (see README):
 #   make sweep   - set up .venv and run the bundled example sweep locally
 #   make test    - set up .venv and run the test suite (what CI runs)
+#   make e2e     - the end-to-end tier: real etcd, kube-apiserver and Katib (built from Go modules,
+#                  cached outside the repo by scripts/e2e_build.sh), MariaDB from Debian
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: sweep test test-slow lint bench-ingest venv
+.PHONY: sweep test test-slow e2e e2e-deps lint bench-ingest venv
 
 venv: $(STAMP)
 
@@ -23,7 +25,14 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m "not slow and not e2e"
+
+e2e-deps:
+	scripts/e2e_deps.sh
+	scripts/e2e_build.sh >/dev/null
+
+e2e: $(STAMP) e2e-deps
+	$(BIN)/pytest -q -m e2e tests/e2e
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

@@ -104,7 +104,16 @@ class Kube:
         query = []
         if labels:
             query.append(("labelSelector", ",".join(f"{k}={v}" for k, v in labels.items())))
-        return list(self._call("GET", gvr.path(namespace), query=query).get("items") or [])
+        reply = self._call("GET", gvr.path(namespace), query=query)
+        # A real API server leaves apiVersion and kind out of a list's items (the list carries them);
+        # controller-runtime's cache sets them on every object it hands out, and so does this.
+        kind = str(reply.get("kind") or "").removesuffix("List")
+        api_version = reply.get("apiVersion")
+        items = [dict(item) for item in reply.get("items") or []]
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
 
     def create(self, gvr: GVR, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._call("POST", gvr.path(namespace), dict(body))

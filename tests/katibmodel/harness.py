@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,37 @@ def wait_db_manager(address: str, proc: Process, timeout: float = 60.0) -> None:
             if proc.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"db serve did not come up: {exc}\n{proc.tail()}") from exc
             time.sleep(0.2)
+
+
+def wait_experiment(
+    read: Callable[[], dict[str, Any]],
+    describe: Callable[[], str],
+    *,
+    timeout: float = 180.0,
+    stall_s: float = 10.0,
+    startup_s: float = 45.0,
+) -> dict[str, Any]:
+    """The Experiment once it Succeeded or Failed. AssertionError (with ``describe``) when it stalls:
+    no active trial and nothing changed for ``stall_s`` (``startup_s`` before the first trial,
+    which waits for the suggestion pod), or when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    last, since = "", time.monotonic()
+    while True:
+        exp = read()
+        if is_completed(exp):
+            return exp
+        status = exp.get("status") or {}
+        active = int(status.get("trialsRunning") or 0) + int(status.get("trialsPending") or 0)
+        fingerprint = json.dumps([status.get("trials"), active, status.get("trialsEarlyStopped")])
+        if fingerprint != last:
+            last, since = fingerprint, time.monotonic()
+        quiet = stall_s if status.get("trials") else startup_s
+        name = exp.get("metadata", {}).get("name")
+        if active == 0 and time.monotonic() - since > quiet:
+            raise AssertionError(f"experiment {name} stalled with no active trial\n{describe()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"experiment {name} not finished in {timeout}s\n{describe()}")
+        time.sleep(0.2)
 
 
 class KatibModel:
@@ -259,30 +290,13 @@ class KatibModel:
         stall_s: float = 10.0,
         startup_s: float = 45.0,
     ) -> dict[str, Any]:
-        """The Experiment once it Succeeded or Failed. AssertionError (with ``describe``) when it stalls:
-        no active trial and nothing changed for ``stall_s`` (``startup_s`` before the first trial,
-        which waits for the suggestion pod), or when ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
-        last, since = "", time.monotonic()
-        while True:
-            exp = self.experiment(namespace, name)
-            if is_completed(exp):
-                return exp
-            status = exp.get("status") or {}
-            active = int(status.get("trialsRunning") or 0) + int(status.get("trialsPending") or 0)
-            fingerprint = json.dumps([status.get("trials"), active, status.get("trialsEarlyStopped")])
-            if fingerprint != last:
-                last, since = fingerprint, time.monotonic()
-            quiet = stall_s if status.get("trials") else startup_s
-            if active == 0 and time.monotonic() - since > quiet:
-                raise AssertionError(
-                    f"experiment {name} stalled with no active trial\n{self.describe(namespace, name)}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"experiment {name} not finished in {timeout}s\n{self.describe(namespace, name)}"
-                )
-            time.sleep(0.2)
+        return wait_experiment(
+            lambda: self.experiment(namespace, name),
+            lambda: self.describe(namespace, name),
+            timeout=timeout,
+            stall_s=stall_s,
+            startup_s=startup_s,
+        )
 
     def describe(self, namespace: str, name: str) -> str:
         """What happened, for an assertion message."""

@@ -18,7 +18,7 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,13 +97,25 @@ class Kubelet(Controller):
     name = "kubelet"
 
     def __init__(
-        self, kube: Kube, timing: Timing, dns: ClusterDNS, workdir: Path, env: Mapping[str, str]
+        self,
+        kube: Kube,
+        timing: Timing,
+        dns: ClusterDNS,
+        workdir: Path,
+        env: Mapping[str, str],
+        *,
+        resolve_image: Callable[[str], images.Image] = images.resolve,
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         super().__init__(kube, timing)
         self.dns = dns
         self.workdir = workdir
         self.env = dict(env)
         self.pods: dict[Key, Pod] = {}
+        #: the image map (the e2e tier adds Katib's goptuna binary) and a wrapper around every
+        #: container's argv (the e2e tier: a mount namespace whose /etc/hosts is the cluster DNS)
+        self.resolve_image = resolve_image
+        self.wrap = wrap
 
     def watches(self) -> list[Watch]:
         return [Watch(DEPLOYMENTS, for_object), Watch(PODS, for_owner("Deployment"))]
@@ -137,7 +149,7 @@ class Kubelet(Controller):
         for spec in template["spec"]["containers"]:
             c = Container(spec=spec, log=self.workdir / f"{name}.{spec['name']}.log")
             try:
-                c.image = images.resolve(spec["image"])
+                c.image = self.resolve_image(spec["image"])
             except images.ImageNotModelled as exc:
                 c.image_error = str(exc)
             c.readiness = Probe(spec["readinessProbe"]) if spec.get("readinessProbe") else None
@@ -164,6 +176,8 @@ class Kubelet(Controller):
         if c.image is None:
             return
         argv = images.in_pod_network(c.image.argv(c.spec), pod.ip)
+        if self.wrap is not None:
+            argv = self.wrap(argv)
         env = {
             **os.environ,
             **self.env,  # KUBECONFIG: the in-cluster config of a real pod, pointing at the stand-in

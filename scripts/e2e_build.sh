@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds the upstream programs the end-to-end tier runs against, from the Go module proxy, into a cache
+# OUTSIDE the repository keyed by version (a second run finds them and returns at once). Nothing upstream
+# is copied into the repository: sources are read from the Go module cache at build time.
+#
+#   scripts/e2e_build.sh            build what is missing, print the cache's bin directory
+#   KP_E2E_CACHE=/some/dir ...      another cache root (default ~/.cache/katib-progress-e2e)
+#
+# What it builds (versions below):
+#   etcd             go.etcd.io/etcd/server/v3's etcdmain behind a 3-line main (the root module
+#                    go.etcd.io/etcd/v3, which holds etcd's own main, is not served by the proxy)
+#   kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver/app behind a 3-line main, in a wrapper module whose
+#                    replace list pins every staging module (k8s.io/kubernetes's go.mod `=> ./staging/...`)
+#                    to the published v0.<minor>.<patch> of the same release; generated from that go.mod
+#   katib            katib-controller, katib-db-manager, goptuna suggestion (plain `go install`, no replaces)
+#   trainer          trainer-controller-manager (tried; see docs/cluster.md for the outcome)
+set -euo pipefail
+
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+KATIB_VERSION=${KATIB_VERSION:-v0.19.0}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
+CACHE=${KP_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/katib-progress-e2e}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+export CGO_ENABLED=0
+
+log() { echo "e2e-build: $*" >&2; }
+
+# build_wrapper NAME VERSION MODULE@VERSION MAIN_GO [REPLACES]
+# A wrapper module in a temp dir (deleted afterwards) with one main.go; binary -> $CACHE/NAME-VERSION/NAME.
+build_wrapper() {
+  local name=$1 version=$2 require=$3 main_go=$4 replaces=${5:-}
+  local out="$CACHE/$name-$version/$name"
+  [[ -x $out ]] && return 0
+  log "building $name $version (first run only)"
+  local dir; dir=$(mktemp -d)
+  mkdir -p "$(dirname "$out")"
+  cat >"$dir/go.mod" <<GOMOD
+module katib-progress.local/e2e/$name
+
+go 1.24.0
+
+require ${require/@/ }
+$replaces
+GOMOD
+  printf '%s\n' "$main_go" >"$dir/main.go"
+  (cd "$dir" && go mod tidy >&2 && go build -trimpath -ldflags=-s -o "$out.tmp" . >&2)
+  rm -rf "$dir"
+  mv "$out.tmp" "$out"
+}
+
+build_etcd() {
+  build_wrapper etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" 'package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }'
+}
+
+build_apiserver() {
+  local out="$CACHE/kube-apiserver-$K8S_VERSION/kube-apiserver"
+  [[ -x $out ]] && return 0
+  go mod download "k8s.io/kubernetes@$K8S_VERSION" >&2
+  local gomod; gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  local staging="v0${K8S_VERSION#v1}"
+  # every `k8s.io/x => ./staging/src/k8s.io/x` becomes `k8s.io/x => k8s.io/x v0.<minor>.<patch>`
+  local replaces
+  replaces=$(awk -v v="$staging" '$2 == "=>" && $3 ~ /^\.\/staging\// {print "replace " $1 " => " $1 " " v}' "$gomod")
+  [[ -n $replaces ]] || { log "no staging replaces found in $gomod"; return 1; }
+  build_wrapper kube-apiserver "$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" 'package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }' "$replaces"
+}
+
+build_katib() {
+  local dir="$CACHE/katib-$KATIB_VERSION"
+  [[ -x $dir/katib-db-manager && -x $dir/katib-controller && -x $dir/goptuna-suggestion ]] && return 0
+  log "building katib $KATIB_VERSION (first run only)"
+  mkdir -p "$dir"
+  local pkg
+  for pkg in katib-controller:cmd/katib-controller/v1beta1 katib-db-manager:cmd/db-manager/v1beta1 \
+    goptuna-suggestion:cmd/suggestion/goptuna/v1beta1; do
+    [[ -x $dir/${pkg%%:*} ]] && continue
+    local tmp; tmp=$(mktemp -d)
+    GOBIN=$tmp go install -trimpath -ldflags=-s "github.com/kubeflow/katib/${pkg#*:}@$KATIB_VERSION" >&2
+    mv "$tmp"/* "$dir/${pkg%%:*}"
+    rm -rf "$tmp"
+  done
+}
+
+katib_source() { go mod download -json "github.com/kubeflow/katib@$KATIB_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
+trainer_source() { go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
+
+main() {
+  case "${1:-all}" in
+    etcd) build_etcd ;;
+    apiserver) build_apiserver ;;
+    katib) build_katib ;;
+    katib-source) katib_source; return ;;
+    trainer-source) trainer_source; return ;;
+    all) build_etcd; build_apiserver; build_katib ;;
+    *) log "unknown target $1"; return 2 ;;
+  esac
+  echo "$CACHE"
+}
+main "$@"

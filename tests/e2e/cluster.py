@@ -1,0 +1,265 @@
+"""``RealKatib``: Katib's own controllers, DB manager and Go suggestion service on a real API server.
+
+Real: etcd, kube-apiserver, Katib's CRDs, katib-controller (experiment, suggestion and trial
+controllers, admission webhooks), katib-db-manager on MariaDB, Katib's goptuna suggestion binary, and
+all of ours (collector, suggestion and early-stopping images' commands). Played (no kubelet, scheduler,
+kube-controller-manager or Trainer controller runs): the suggestion Deployment's pod (the Katib model's
+kubelet, tests/katibmodel/kubelet.py, runs each container as a local process on the Service's loopback
+address and marks the Deployment Available) and Kubeflow Trainer (tests/katibmodel/trainer.py: the
+TrainJob's conditions as Trainer's controller sets them, the training as a scripted curve posted to
+``status.trainerStatus``). docs/cluster.md lists each with the reason.
+
+The interface is the Katib model's (``KatibModel``): ``submit``, ``experiment``, ``trial_list``,
+``rows``, ``wait_finished``, ``describe``, so one scenario runs against both.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import grpc
+from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+
+from tests.e2e import katib
+from tests.e2e.controlplane import ControlPlane, binary, free_port
+from tests.e2e.netns import HostsFile, in_mount_namespace
+from tests.katibmodel import images
+from tests.katibmodel._controller import Controller, Timing
+from tests.katibmodel._kube import EXPERIMENTS, PODS, TRAINJOBS, TRIALS, Kube
+from tests.katibmodel.harness import KATIB_PROGRESS, Process, wait_experiment
+from tests.katibmodel.kubelet import Kubelet
+from tests.katibmodel.network import ClusterDNS
+from tests.katibmodel.scenarios import always, converging
+from tests.katibmodel.trainer import Curve, Point, Script, TrainerController
+
+Key = tuple[str, str]
+
+pb: Any = katib_api_pb2
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SyncedDNS(ClusterDNS):
+    """The model's loopback DNS, written to the hosts file whenever a name is added."""
+
+    def __init__(self, hosts_path: Path) -> None:
+        super().__init__()
+        self.hosts = HostsFile(hosts_path, self)
+
+    def ip(self, name: str, probe_port: int = 6789) -> str:
+        found = super().ip(name, probe_port)
+        self.hosts.sync()
+        return found
+
+
+def resolve_image(image: str) -> images.Image:
+    """The Katib model's image map plus Katib's goptuna suggestion, built from Go modules; it binds
+    the fixed wildcard ``0.0.0.0:6789``, so it runs in a network namespace of its own
+    (tests/e2e/podnet.py) reached on the pod's address."""
+    name = image.rsplit(":", 1)[0]
+    if name == katib.GOPTUNA_IMAGE:
+        relay = (sys.executable, "-m", "tests.e2e.podnet", "--listen", "0.0.0.0:6789", "--")
+        return images.Image((*relay, str(binary("goptuna-suggestion"))), (), 0, "Katib's goptuna")
+    return images.resolve(image)
+
+
+class Sent:
+    """Every trainerStatus the played Trainer posted, per TrainJob, in order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.points: dict[Key, list[Point]] = {}
+
+    def __call__(self, key: Key, point: Point) -> None:
+        with self._lock:
+            self.points.setdefault(key, []).append(point)
+
+    def values(self, name: str, metric: str) -> list[str]:
+        with self._lock:
+            for (_, job), points in self.points.items():
+                if job == name:
+                    return [p.metrics[metric] for p in points if metric in p.metrics]
+        return []
+
+
+class Scripted:
+    """The Trainer script of the running test (tests run one at a time on the session's cluster)."""
+
+    def __init__(self) -> None:
+        self.script: Script = always(converging)
+
+    def __call__(self, index: int, params: Mapping[str, str]) -> Curve:
+        return self.script(index, params)
+
+
+class RealKatib:
+    def __init__(self, workdir: Path, *, timing: Timing | None = None) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.timing = timing or Timing.fast()
+        self.script = Scripted()  # set ``script.script`` per test
+        self.sent = Sent()
+        self.cp = ControlPlane.start(workdir / "controlplane")
+        self.kubeconfig = self.cp.write_kubeconfig(workdir / "kubeconfig")
+        self.kube = Kube(self.cp.api_client(self.kubeconfig))
+        self.dns = SyncedDNS(workdir / "hosts")
+        self.db_address = f"{self.dns.ip(katib.DB_SERVICE)}:6789"
+        self.mariadb = katib.MariaDB(workdir).start()
+        self.db_manager = katib.KatibDBManager(workdir, self.mariadb, self.db_address)
+        self.controller: katib.KatibController | None = None
+        self.collector: Process | None = None
+        self.collector_starts = 0
+        self.kubelet = Kubelet(
+            self.kube,
+            self.timing,
+            self.dns,
+            workdir,
+            {"KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": str(ROOT)},
+            resolve_image=resolve_image,
+            wrap=self.in_cluster,
+        )
+        self.trainer = TrainerController(self.kube, self.timing, self.script, 0.2, reporter=self.sent)
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def in_cluster(self, argv: list[str]) -> list[str]:
+        """A process that resolves Service names as a pod would: /etc/hosts is the cluster DNS."""
+        return in_mount_namespace(argv, [(self.dns.hosts.path, "/etc/hosts")])
+
+    def install(self) -> None:
+        katib_src = katib.module_dir("katib-source")
+        trainer_src = katib.module_dir("trainer-source")
+        katib.install_crds(self.kube, katib_src, trainer_src)
+        katib.ensure_namespace(self.kube, katib.KATIB_NS)
+        katib.ensure_namespace(self.kube, "team-a", katib.INJECTION_LABEL)
+        self.webhook_port = free_port()
+        self.config_text = katib.katib_config(katib_src, self.webhook_port, free_port(), free_port())
+        config_file = self.workdir / "katib-config.yaml"
+        config_file.write_text(self.config_text)
+        katib.install_configmap(self.kube, self.config_text)
+        katib.install_webhooks(self.kube, katib_src, self.webhook_port, self.cp.pki.ca)
+        cert_dir = katib.webhook_cert_dir(self.workdir, self.cp.pki.dir)
+        self.controller = katib.KatibController(
+            self.workdir, self.kubeconfig, self.dns.hosts, cert_dir, config_file
+        )
+
+    @property
+    def controllers(self) -> list[Controller]:
+        return [self.kubelet, self.trainer]
+
+    def start(self) -> RealKatib:
+        self.install()
+        self.db_manager.start()
+        self.start_katib_controller()
+        self.start_collector()
+        for c in self.controllers:
+            c.start()
+        return self
+
+    def start_katib_controller(self) -> None:
+        assert self.controller is not None
+        self.controller.start()
+        assert self.controller.proc is not None
+        katib.wait_webhook(self.webhook_port, self.controller.proc)
+
+    def start_collector(self, *extra: str) -> Process:
+        """Our collector, cluster-wide, with its default pruning and suggestion address templates:
+        it resolves ``<experiment>-<algorithm>.<namespace>`` through the cluster DNS."""
+        argv = self.in_cluster(
+            [
+                KATIB_PROGRESS, "--log-json", "collector", "run",
+                f"--kubeconfig={self.kubeconfig}", f"--db-manager={katib.DB_SERVICE}:6789",
+                "--experiment-cache-ttl=1", *extra,
+            ]
+        )  # fmt: skip
+        self.collector_starts += 1
+        self.collector = Process(argv, self.workdir / f"collector.{self.collector_starts}.log")
+        return self.collector
+
+    def stop(self) -> None:
+        for c in self.controllers:
+            c.request_stop()
+        for c in reversed(self.controllers):
+            c.stop()
+        for proc in (self.collector, self.controller, self.db_manager):
+            if proc is not None:
+                proc.stop()
+        self.mariadb.stop()
+        self.cp.stop()
+
+    def __enter__(self) -> RealKatib:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- actions and reading (the Katib model's interface) ----------------------------------------
+
+    def submit(self, experiment: Mapping[str, Any]) -> dict[str, Any]:
+        """kubectl create: through the API server and Katib's real admission webhooks."""
+        return self.kube.create(EXPERIMENTS, experiment["metadata"]["namespace"], experiment)
+
+    def experiment(self, namespace: str, name: str) -> dict[str, Any]:
+        found = self.kube.get(EXPERIMENTS, namespace, name)
+        assert found is not None, f"experiment {namespace}/{name} is gone"
+        return found
+
+    def trial_list(self, namespace: str, experiment: str) -> list[dict[str, Any]]:
+        return self.kube.list(TRIALS, namespace, labels={"katib.kubeflow.org/experiment": experiment})
+
+    def rows(self, trial: str, metric: str) -> list[tuple[str, str, str]]:
+        with grpc.insecure_channel(self.db_address) as channel:
+            reply = katib_api_pb2_grpc.DBManagerStub(channel).GetObservationLog(
+                pb.GetObservationLogRequest(trial_name=trial, metric_name=metric), timeout=10
+            )
+        return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
+
+    def wait_finished(
+        self, namespace: str, name: str, *, timeout: float = 300.0, stall_s: float = 30.0,
+        startup_s: float = 90.0,
+    ) -> dict[str, Any]:  # fmt: skip
+        return wait_experiment(
+            lambda: self.experiment(namespace, name),
+            lambda: self.describe(namespace, name),
+            timeout=timeout,
+            stall_s=stall_s,
+            startup_s=startup_s,
+        )
+
+    def describe(self, namespace: str, name: str) -> str:
+        exp = self.kube.get(EXPERIMENTS, namespace, name) or {}
+        status = exp.get("status") or {}
+        conditions = [(c["type"], c["status"], c.get("reason")) for c in status.get("conditions") or []]
+        lines = [f"experiment conditions: {conditions}"]
+        lines.append(f"counts: { {k: v for k, v in status.items() if k.startswith('trial')} }")
+        for t in self.trial_list(namespace, name):
+            conds = [
+                c["type"]
+                for c in (t.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            ]
+            obs = (t.get("status") or {}).get("observation")
+            lines.append(f"  trial {t['metadata']['name']}: {conds} observation={obs}")
+        for pod in self.kube.list(PODS, namespace):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                lines.append(
+                    f"  pod {pod['metadata']['name']}/{cs['name']}: ready={cs['ready']} state={cs['state']}"
+                )
+        lines.append(
+            f"  trainjobs: {len(self.kube.list(TRAINJOBS, namespace))}, runs: {self.trainer.running()}"
+        )
+        for c in self.controllers:
+            if c.errors:
+                lines.append(f"  {c.name} errors: {list(c.errors)[-3:]}")
+        if self.controller is not None and self.controller.proc is not None:
+            lines.append(f"  katib-controller log:\n{self.controller.proc.tail(12)}")
+        if self.collector is not None:
+            lines.append(f"  collector log:\n{self.collector.tail(8)}")
+        return "\n".join(lines)
