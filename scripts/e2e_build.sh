@@ -12,6 +12,7 @@
 #   kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver/app behind a 3-line main, in a wrapper module whose
 #                    replace list pins every staging module (k8s.io/kubernetes's go.mod `=> ./staging/...`)
 #                    to the published v0.<minor>.<patch> of the same release; generated from that go.mod
+#   kube-controller-manager  the same way (the tier runs its garbage collector and namespace controller)
 #   katib            katib-controller, katib-db-manager, goptuna suggestion (plain `go install`, no replaces)
 #   trainer          trainer-controller-manager (tried; see docs/cluster.md for the outcome)
 set -euo pipefail
@@ -61,9 +62,8 @@ import (
 func main() { etcdmain.Main(os.Args) }'
 }
 
-build_apiserver() {
-  local out="$CACHE/kube-apiserver-$K8S_VERSION/kube-apiserver"
-  [[ -x $out ]] && return 0
+# k8s.io/kubernetes's `replace ... => ./staging/...` lines turned into pins to the published modules
+staging_replaces() {
   go mod download "k8s.io/kubernetes@$K8S_VERSION" >&2
   local gomod; gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   local staging="v0${K8S_VERSION#v1}"
@@ -71,6 +71,12 @@ build_apiserver() {
   local replaces
   replaces=$(awk -v v="$staging" '$2 == "=>" && $3 ~ /^\.\/staging\// {print "replace " $1 " => " $1 " " v}' "$gomod")
   [[ -n $replaces ]] || { log "no staging replaces found in $gomod"; return 1; }
+  echo "$replaces"
+}
+
+build_apiserver() {
+  [[ -x "$CACHE/kube-apiserver-$K8S_VERSION/kube-apiserver" ]] && return 0
+  local replaces; replaces=$(staging_replaces)
   build_wrapper kube-apiserver "$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" 'package main
 
 import (
@@ -81,6 +87,22 @@ import (
 )
 
 func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }' "$replaces"
+}
+
+# kube-controller-manager: the tier runs only its garbage collector and namespace controller
+build_controller_manager() {
+  [[ -x "$CACHE/kube-controller-manager-$K8S_VERSION/kube-controller-manager" ]] && return 0
+  local replaces; replaces=$(staging_replaces)
+  build_wrapper kube-controller-manager "$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" 'package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }' "$replaces"
 }
 
 build_katib() {
@@ -106,10 +128,11 @@ main() {
   case "${1:-all}" in
     etcd) build_etcd ;;
     apiserver) build_apiserver ;;
+    controller-manager) build_controller_manager ;;
     katib) build_katib ;;
     katib-source) katib_source; return ;;
     trainer-source) trainer_source; return ;;
-    all) build_etcd; build_apiserver; build_katib ;;
+    all) build_etcd; build_apiserver; build_controller_manager; build_katib ;;
     *) log "unknown target $1"; return 2 ;;
   esac
   echo "$CACHE"

@@ -141,6 +141,11 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _experiment_done(record: Any) -> bool:
+    """The watch ends once the experiment has ended: its Succeeded/Failed condition on a cluster (a
+    cluster record has no ``observed_at``: the e2e tier found ``watch --experiment`` never ending), or
+    every trial terminal and the sweep's summary written, locally."""
+    if record.finished:
+        return True
     return (
         bool(record.trials)
         and all(t.status.terminal for t in record.trials)

@@ -136,10 +136,13 @@ class RealKatib:
         katib.ensure_namespace(self.kube, katib.KATIB_NS)
         katib.ensure_namespace(self.kube, "team-a", katib.INJECTION_LABEL)
         self.webhook_port = free_port()
-        self.config_text = katib.katib_config(katib_src, self.webhook_port, free_port(), free_port())
-        config_file = self.workdir / "katib-config.yaml"
-        config_file.write_text(self.config_text)
-        katib.install_configmap(self.kube, self.config_text)
+        #: the ConfigMap as Katib installs it, then our merge applied to the live object
+        self.stock_config = katib.stock_config(katib_src, self.webhook_port, free_port(), free_port())
+        katib.install_configmap(self.kube, self.stock_config)
+        merged, _ = katib.katib_config_command("merge", katib.configmap_yaml(self.kube))
+        katib.apply_configmap(self.kube, merged)
+        config_file = self.workdir / "katib-config.yaml"  # katib-controller --katib-config (init)
+        config_file.write_text(katib.config_data(self.kube))
         katib.install_webhooks(self.kube, katib_src, self.webhook_port, self.cp.pki.ca)
         cert_dir = katib.webhook_cert_dir(self.workdir, self.cp.pki.dir)
         self.controller = katib.KatibController(

@@ -2,10 +2,9 @@
 
 - CRDs: Katib's ``manifests/v1beta1/components/crd`` and Trainer's TrainJob CRD
   (``manifests/base/crds`` of github.com/kubeflow/trainer/v2), read where ``go mod download`` put them.
-- katib-config: Katib's ``installs/katib-standalone/katib-config.yaml`` put through our
-  ``katib-progress katib-config merge``; for the e2e tier the cert generator is off (we issue the webhook
-  certificate), the controller's ports are free loopback ports, and ``random``/``tpe`` name Katib's
-  goptuna image: Katib's stock hyperopt image is Python and cannot be built from Go modules.
+- katib-config: Katib's ``installs/katib-standalone/katib-config.yaml`` (``stock_config`` says what the
+  e2e tier changes) stored as ConfigMap ``kubeflow/katib-config``, then our
+  ``katib-progress katib-config merge`` run on the live ConfigMap and applied, as docs/deploy.md says.
 - Webhooks: Katib's ``components/webhook/webhooks.yaml`` with each ``clientConfig.service`` replaced by a
   ``url`` on the controller's webhook port and our CA bundle.
 - MariaDB (Debian) as Katib's MySQL backend, Katib's ``katib-db-manager`` on it, and
@@ -41,6 +40,7 @@ MUTATING = GVR("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurati
 KATIB_NS = "kubeflow"
 DB_SERVICE = "katib-db-manager.kubeflow"
 GOPTUNA_IMAGE = "ghcr.io/kubeflow/katib/suggestion-goptuna"
+STOCK_CONFIG = "manifests/v1beta1/installs/katib-standalone/katib-config.yaml"
 DB_PASSWORD = "e2e-katib"
 
 
@@ -86,16 +86,11 @@ def ensure_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None
         kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
 
 
-def katib_config(katib_src: Path, webhook_port: int, metrics_port: int, healthz_port: int) -> str:
-    """Katib's standalone katib-config, merged by our real command, adjusted for the e2e tier."""
-    stock = katib_src / "manifests/v1beta1/installs/katib-standalone/katib-config.yaml"
-    merged = subprocess.run(
-        [KATIB_PROGRESS, "katib-config", "merge", "--input", str(stock), "--output", "-"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    doc = yaml.safe_load(merged)
-    if doc.get("kind") == "ConfigMap":  # merge keeps the input's shape
-        doc = yaml.safe_load(doc["data"]["katib-config.yaml"])
+def stock_config(katib_src: Path, webhook_port: int, metrics_port: int, healthz_port: int) -> str:
+    """Katib's standalone katib-config with the e2e tier's changes: the cert generator off (we issue
+    the webhook certificate), the controller's ports on free loopback ports, and ``random``/``tpe`` on
+    Katib's goptuna image (its stock hyperopt image is Python: it cannot be built from Go modules)."""
+    doc = yaml.safe_load((katib_src / STOCK_CONFIG).read_text())
     doc["init"]["certGenerator"] = {"enable": False}
     ctrl = doc["init"]["controller"]
     ctrl["webhookPort"] = webhook_port
@@ -107,18 +102,45 @@ def katib_config(katib_src: Path, webhook_port: int, metrics_port: int, healthz_
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+def configmap_yaml(kube: Kube) -> str:
+    """``kubectl -n kubeflow get cm katib-config -o yaml``: the live object as YAML."""
+    live = kube.get(CONFIGMAPS, KATIB_NS, "katib-config")
+    assert live is not None, "no katib-config ConfigMap"
+    return yaml.safe_dump(live, sort_keys=False)
+
+
+def katib_config_command(verb: str, live_yaml: str) -> tuple[str, str]:
+    """``katib-progress katib-config merge|remove --input - --output -``: (stdout, stderr)."""
+    done = subprocess.run(
+        [KATIB_PROGRESS, "katib-config", verb, "--input", "-", "--output", "-"],
+        input=live_yaml, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout, done.stderr
+
+
+def apply_configmap(kube: Kube, text: str) -> dict[str, Any]:
+    """``kubectl apply -f -`` of a ConfigMap document (replaces data, keeps the live object's rest)."""
+    doc = yaml.safe_load(text)
+    live = kube.get(CONFIGMAPS, KATIB_NS, "katib-config")
+    assert live is not None
+    return kube.update(CONFIGMAPS, {**live, "data": doc["data"]})
+
+
+def config_data(kube: Kube) -> str:
+    live = kube.get(CONFIGMAPS, KATIB_NS, "katib-config") or {}
+    return str((live.get("data") or {}).get("katib-config.yaml", ""))
+
+
 def install_configmap(kube: Kube, text: str) -> None:
+    """ConfigMap ``kubeflow/katib-config`` holding ``text`` (key ``katib-config.yaml``), as Katib's
+    kustomization generates it."""
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "katib-config", "namespace": KATIB_NS},
         "data": {"katib-config.yaml": text},
     }
-    current = kube.get(CONFIGMAPS, KATIB_NS, "katib-config")
-    if current is None:
-        kube.create(CONFIGMAPS, KATIB_NS, body)
-    else:
-        kube.update(CONFIGMAPS, {**current, "data": body["data"]})
+    kube.create(CONFIGMAPS, KATIB_NS, body)
 
 
 def install_webhooks(kube: Kube, katib_src: Path, port: int, ca: Path) -> None:

@@ -37,7 +37,8 @@ def _bad() -> Curve:
 
 
 def _true_conditions(trial: dict[str, Any]) -> set[str]:
-    return {c["type"] for c in (trial.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    conditions = (trial.get("status") or {}).get("conditions") or []
+    return {c["type"] for c in conditions if c.get("status") == "True"}
 
 
 def test_readme_cluster_example_on_real_katib(katib: RealKatib) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import urllib3
 from kubernetes import client
 
 from tests.katibmodel._controller import Cache, Controller, Key, Timing, Watch, for_object
@@ -135,17 +136,26 @@ class Run(threading.Thread):
             status["estimatedRemainingSeconds"] = point.eta
         if point.metrics:
             status["metrics"] = [{"name": k, "value": v} for k, v in point.metrics.items()]
-        for _ in range(20):
-            job = self.kube.get(TRAINJOBS, *self.key)
-            if job is None or self.stopped.is_set():
-                return False
-            body = {**job, "status": {**(job.get("status") or {}), "trainerStatus": status}}
+        conflicts = 0
+        while conflicts < 20 and not self.stopped.is_set():
             try:
+                job = self.kube.get(TRAINJOBS, *self.key)
+                if job is None:
+                    return False
+                body = {**job, "status": {**(job.get("status") or {}), "trainerStatus": status}}
                 self.kube.update_status(TRAINJOBS, body)
                 return True
             except client.ApiException as exc:
-                if exc.status != 409:
+                if exc.status == 409:
+                    conflicts += 1
+                elif exc.status < 500:
                     raise
+                else:
+                    self.stopped.wait(0.2)  # the API server is failing: the pod's update waits
+            except (urllib3.exceptions.HTTPError, OSError):
+                # the API server is unreachable: the training goes on and its update is retried
+                # (the status server's client retries; a point that never lands was never sent)
+                self.stopped.wait(0.2)
         return False
 
 
