@@ -4,7 +4,8 @@ What controller-runtime's envtest does, with the binaries built here: etcd on lo
 with envtest's flags (pkg/internal/testing/controlplane/apiserver.go ``configureAPIServer`` and
 ``defaultArgs``: RBAC authorization, the ServiceAccount admission plugin off, a service-account key pair,
 a service IP range, privileged allowed) and an admin client certificate in ``system:masters``. No
-kube-controller-manager, scheduler, kubelet or kube-proxy runs (docs/cluster.md says what plays them).
+scheduler, kubelet or kube-proxy runs (docs/cluster.md says what plays them); kube-controller-manager
+runs its garbage collector and namespace controller only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class ControlPlane:
     pki: Pki
     etcd: Process | None = None
     apiserver: Process | None = None
+    controller_manager: Process | None = None
     etcd_port: int = 0
     port: int = 0
 
@@ -61,6 +63,7 @@ class ControlPlane:
         cp.port = free_port()
         cp.start_etcd()
         cp.start_apiserver()
+        cp.start_controller_manager()
         return cp
 
     @property
@@ -97,6 +100,18 @@ class ControlPlane:
         ]  # fmt: skip
         self.apiserver = Process(argv, self.workdir / "kube-apiserver.log")
         self.wait_ready()
+
+    def start_controller_manager(self) -> None:
+        """kube-controller-manager with only its garbage collector and namespace controller: Katib deletes
+        a finished trial's job with foreground propagation (trial_controller.go ``reconcileJob``), which
+        only the garbage collector completes; owner references are followed by it as on a cluster."""
+        kubeconfig = self.write_kubeconfig(self.workdir / "controller-manager.kubeconfig")
+        argv = [
+            str(binary("kube-controller-manager")), f"--kubeconfig={kubeconfig}",
+            "--controllers=garbagecollector,namespace", "--leader-elect=false",
+            "--secure-port=0", "--use-service-account-credentials=false",
+        ]  # fmt: skip
+        self.controller_manager = Process(argv, self.workdir / "kube-controller-manager.log")
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca))
@@ -142,6 +157,6 @@ current-context: e2e
         return config.new_client_from_config(config_file=str(kubeconfig))
 
     def stop(self) -> None:
-        for proc in (self.apiserver, self.etcd):
+        for proc in (self.controller_manager, self.apiserver, self.etcd):
             if proc is not None:
                 proc.stop()
