@@ -132,6 +132,16 @@ def test_admission_defaults_and_rejections(api: Kube) -> None:
     assert admitted["spec"]["resumePolicy"] == "Never"
 
 
+def test_admission_refuses_a_namespace_without_the_injection_label(api: Kube) -> None:
+    """Real Katib's validating webhook refuses it, Push collector or not (tests/e2e showed it)."""
+    exp = scenarios.experiment("e1")
+    exp["metadata"]["namespace"] = "team-b"
+    with pytest.raises(webhook.Rejected, match="lacks label .katib.kubeflow.org/metrics-collector-injection"):
+        webhook.admit(api, exp)
+    admitted = webhook.admit(api, exp, {"team-b": {"katib.kubeflow.org/metrics-collector-injection": "enabled"}})
+    assert admitted["metadata"]["namespace"] == "team-b"
+
+
 def test_run_spec_substitutes_parameters() -> None:
     exp = webhook.set_defaults(scenarios.experiment("e1"))
     run = webhook.run_spec(

@@ -30,8 +30,26 @@ _META = re.compile(r"\$\{trialSpec\.(.+?)\}")  # consts.TrialTemplateMetaReplace
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
+#: pkg/webhook/v1beta1/experiment/validation_webhook.go ``Handle``: an Experiment is refused in a namespace
+#: without this label, whatever its collector (found by the e2e tier against real Katib)
+INJECTION_LABEL = ("katib.kubeflow.org/metrics-collector-injection", "enabled")
+#: the stand-in keeps no Namespace objects: the model's namespaces and their labels
+NAMESPACE_LABELS: dict[str, dict[str, str]] = {"team-a": dict([INJECTION_LABEL])}
+
+
 class Rejected(Exception):
     """The admission webhook denied the request (field errors)."""
+
+
+def check_namespace(experiment: Mapping[str, Any], labels: Mapping[str, Mapping[str, str]]) -> None:
+    """validation_webhook.go ``Handle``, before ValidateExperiment: the namespace must carry the label."""
+    meta = experiment["metadata"]
+    found = labels.get(meta.get("namespace", ""), {})
+    if found.get(INJECTION_LABEL[0]) != INJECTION_LABEL[1]:
+        raise Rejected(
+            f"Cannot create the Experiment {meta['name']!r} in namespace {meta.get('namespace')!r}: "
+            f'the namespace lacks label "{INJECTION_LABEL[0]}: {INJECTION_LABEL[1]}"'
+        )
 
 
 def set_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
@@ -146,9 +164,14 @@ def _validate_template(spec: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def admit(kube: Kube, experiment: Mapping[str, Any]) -> dict[str, Any]:
+def admit(
+    kube: Kube,
+    experiment: Mapping[str, Any],
+    namespace_labels: Mapping[str, Mapping[str, str]] = NAMESPACE_LABELS,
+) -> dict[str, Any]:
     """Mutating then validating webhook; raises Rejected listing every field error."""
     defaulted = set_defaults(dict(experiment))
+    check_namespace(defaulted, namespace_labels)
     errors = validate(kube, defaulted)
     if errors:
         raise Rejected("; ".join(errors))
