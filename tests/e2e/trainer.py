@@ -311,7 +311,6 @@ class Pod:
     uid: str
     index: int
     proc: Process | None = None
-    suspended: bool = False
     exit_code: int | None = None
     reported: str = ""  # the JobSet status last written by the player
     ends: list[str] = field(default_factory=list)  # how each run ended: exit N, or why it was killed
@@ -360,6 +359,8 @@ class JobSetPlayer(threading.Thread):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.interval_s = interval_s
         self.pods: dict[tuple[str, str], Pod] = {}
+        self.started = 0  # JobSets met so far: each one's index, in order
+        self._lock = threading.Lock()  # ``pods`` is read by the test's thread
         self.errors: list[str] = []
         self.stopping = threading.Event()
 
@@ -378,10 +379,12 @@ class JobSetPlayer(threading.Thread):
         }
         for js in jobsets:
             key = (js["metadata"]["namespace"], js["metadata"]["name"])
-            pod = self.pods.get(key)
-            if pod is None or pod.uid != js["metadata"]["uid"]:
-                pod = self.pods[key] = Pod(js["metadata"]["uid"], len(self.pods))
-            self.sync_one(key, js, pod, trainjobs.get(key))
+            with self._lock:
+                pod = self.pods.get(key)
+                if pod is None or pod.uid != js["metadata"]["uid"]:
+                    pod = self.pods[key] = Pod(js["metadata"]["uid"], self.started)
+                    self.started += 1
+                self.sync_one(key, js, pod, trainjobs.get(key))
 
     def sync_one(self, key: tuple[str, str], js: dict[str, Any], pod: Pod,
                  owner: Mapping[str, Any] | None) -> None:  # fmt: skip
@@ -398,13 +401,13 @@ class JobSetPlayer(threading.Thread):
                 # JobSet controller (jobset_controller.go suspendJobs): a suspended JobSet suspends its
                 # Jobs, whose pods are deleted (SIGTERM, then SIGKILL after the grace period)
                 pod.proc.stop(timeout=5)
-                pod.proc, pod.suspended = None, suspend
+                pod.proc = None
                 self.end(pod, "killed: JobSet suspended" if suspend else "killed: TrainJob deleted")
             elif code is not None:
                 pod.exit_code = code
                 self.end(pod, f"exit {code}")
         elif pod.proc is None and pod.exit_code is None and not suspend and not owner_gone:
-            pod.proc, pod.suspended = self.start_pod(key, js, pod), False
+            pod.proc = self.start_pod(key, js, pod)
         self.write_status(key, js, pod, suspend)
 
     def end(self, pod: Pod, how: str) -> None:
@@ -414,7 +417,8 @@ class JobSetPlayer(threading.Thread):
 
     def ends(self, name: str) -> list[str]:
         """How each run of TrainJob ``name``'s trainer pod ended, in order."""
-        return [how for (_, job), pod in self.pods.items() if job == name for how in pod.ends]
+        with self._lock:
+            return [how for (_, job), pod in self.pods.items() if job == name for how in pod.ends]
 
     # -- the kubelet: one pod as a local process ---------------------------------------------------
     def start_pod(self, key: tuple[str, str], js: Mapping[str, Any], pod: Pod) -> Process:
@@ -502,7 +506,9 @@ class JobSetPlayer(threading.Thread):
         """Values of ``metric`` in the statuses TrainJob ``name``'s processes sent (SDK returned True),
         in order, over every run of its pods."""
         values = []
-        for (_, job), pod in sorted(self.pods.items(), key=lambda kv: kv[1].index):
+        with self._lock:
+            pods = sorted(self.pods.items(), key=lambda kv: kv[1].index)
+        for (_, job), pod in pods:
             if job != name:
                 continue
             for entry in sent_statuses(pod.log):
@@ -511,13 +517,16 @@ class JobSetPlayer(threading.Thread):
         return values
 
     def running(self) -> int:
-        return sum(1 for p in self.pods.values() if p.proc is not None and p.exit_code is None)
+        with self._lock:
+            return sum(1 for p in self.pods.values() if p.proc is not None and p.exit_code is None)
 
     def stop(self) -> None:
         self.stopping.set()
         if self.is_alive():
             self.join(10)
-        for pod in self.pods.values():
+        with self._lock:
+            pods = list(self.pods.values())
+        for pod in pods:
             if pod.proc is not None:
                 with contextlib.suppress(OSError):
                     pod.proc.stop(timeout=5)
