@@ -14,7 +14,9 @@
 #                    to the published v0.<minor>.<patch> of the same release; generated from that go.mod
 #   kube-controller-manager  the same way (the tier runs its garbage collector and namespace controller)
 #   katib            katib-controller, katib-db-manager, goptuna suggestion (plain `go install`, no replaces)
-#   trainer          trainer-controller-manager (tried; see docs/cluster.md for the outcome)
+#   trainer          Kubeflow Trainer's trainer-controller-manager (plain `go install`); its CRDs and the
+#                    torch-distributed runtime are read from the trainer module, JobSet's CRD from
+#                    sigs.k8s.io/jobset (`jobset-source`), both in the Go module cache
 set -euo pipefail
 
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
@@ -121,8 +123,26 @@ build_katib() {
   done
 }
 
+build_trainer() {
+  local dir="$CACHE/trainer-$TRAINER_VERSION"
+  [[ -x $dir/trainer-controller-manager ]] && return 0
+  log "building trainer-controller-manager $TRAINER_VERSION (first run only)"
+  mkdir -p "$dir"
+  local tmp; tmp=$(mktemp -d)
+  GOBIN=$tmp go install -trimpath -ldflags=-s \
+    "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager@$TRAINER_VERSION" >&2
+  mv "$tmp/trainer-controller-manager" "$dir/trainer-controller-manager"
+  rm -rf "$tmp"
+}
+
 katib_source() { go mod download -json "github.com/kubeflow/katib@$KATIB_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
 trainer_source() { go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
+# the JobSet version Trainer's go.mod requires (its CRD is what Trainer's controller was built against)
+jobset_source() {
+  local gomod; gomod=$(go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  local version; version=$(awk '$1 == "sigs.k8s.io/jobset" {print $2; exit}' "$gomod")
+  go mod download -json "sigs.k8s.io/jobset@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
+}
 
 main() {
   case "${1:-all}" in
@@ -131,8 +151,10 @@ main() {
     controller-manager) build_controller_manager ;;
     katib) build_katib ;;
     katib-source) katib_source; return ;;
+    trainer) build_trainer ;;
     trainer-source) trainer_source; return ;;
-    all) build_etcd; build_apiserver; build_controller_manager; build_katib ;;
+    jobset-source) jobset_source; return ;;
+    all) build_etcd; build_apiserver; build_controller_manager; build_katib; build_trainer ;;
     *) log "unknown target $1"; return 2 ;;
   esac
   echo "$CACHE"

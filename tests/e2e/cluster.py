@@ -11,6 +11,9 @@ TrainJob's conditions as Trainer's controller sets them, the training as a scrip
 
 The interface is the Katib model's (``KatibModel``): ``submit``, ``experiment``, ``trial_list``,
 ``rows``, ``wait_finished``, ``describe``, so one scenario runs against both.
+
+``RealKatib(..., trainer="real")`` runs Kubeflow Trainer's own controller manager instead of the
+played Trainer, and plays only the JobSet level below it (tests/e2e/trainer.py).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+from kubernetes import client
 
 from tests.e2e import katib
+from tests.e2e import trainer as real_trainer
 from tests.e2e.controlplane import ControlPlane, binary, free_port
 from tests.e2e.netns import HostsFile, in_mount_namespace
 from tests.katibmodel import images
@@ -95,9 +100,21 @@ class Scripted:
         return self.script(index, params)
 
 
+def converging_trials(_index: int, _jobset: Mapping[str, Any]) -> dict[str, str]:
+    """The real Trainer's trial processes (tests/e2e/trial.py): every one converges."""
+    return {"KP_E2E_CURVE": "converging"}
+
+
 class RealKatib:
-    def __init__(self, workdir: Path, *, timing: Timing | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        timing: Timing | None = None,
+        trainer: Literal["played", "real"] = "played",
+    ) -> None:
         self.workdir = workdir
+        self.trainer_mode = trainer
         workdir.mkdir(parents=True, exist_ok=True)
         self.timing = timing or Timing.fast()
         self.script = Scripted()  # set ``script.script`` per test
@@ -122,6 +139,21 @@ class RealKatib:
             wrap=self.in_cluster,
         )
         self.trainer = TrainerController(self.kube, self.timing, self.script, 0.2, reporter=self.sent)
+        # trainer="real": Trainer's own controller manager, and the JobSet level played below it
+        self.trial_env: real_trainer.EnvFor = converging_trials  # set per test: the trials' curves
+        self.trainer_manager: real_trainer.TrainerControllerManager | None = None
+        self.jobsets: real_trainer.JobSetPlayer | None = None
+        if self.trainer_mode == "real":
+            core = client.CoreV1Api(self.cp.api_client(self.kubeconfig))
+            self.trainer_manager = real_trainer.TrainerControllerManager(
+                workdir, self.kube, core, self.kubeconfig, self.cp.pki, self.dns.hosts
+            )
+            self.jobsets = real_trainer.JobSetPlayer(
+                self.kube, core, workdir, self.dns.hosts, self._trial_env
+            )
+
+    def _trial_env(self, index: int, jobset: Mapping[str, Any]) -> Mapping[str, str]:
+        return self.trial_env(index, jobset)  # read at each start: tests set ``trial_env``
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -133,6 +165,8 @@ class RealKatib:
         katib_src = katib.module_dir("katib-source")
         trainer_src = katib.module_dir("trainer-source")
         katib.install_crds(self.kube, katib_src, trainer_src)
+        if self.trainer_manager is not None:
+            self.trainer_manager.install()
         katib.ensure_namespace(self.kube, katib.KATIB_NS)
         katib.ensure_namespace(self.kube, "team-a", katib.INJECTION_LABEL)
         self.webhook_port = free_port()
@@ -151,10 +185,16 @@ class RealKatib:
 
     @property
     def controllers(self) -> list[Controller]:
+        if self.trainer_mode == "real":
+            return [self.kubelet]
         return [self.kubelet, self.trainer]
 
     def start(self) -> RealKatib:
         self.install()
+        if self.trainer_manager is not None and self.jobsets is not None:
+            self.trainer_manager.start()
+            self.trainer_manager.install_runtime()
+            self.jobsets.start()
         self.db_manager.start()
         self.start_katib_controller()
         self.start_collector()
@@ -187,7 +227,9 @@ class RealKatib:
             c.request_stop()
         for c in reversed(self.controllers):
             c.stop()
-        for proc in (self.collector, self.controller, self.db_manager):
+        if self.jobsets is not None:
+            self.jobsets.stop()
+        for proc in (self.collector, self.controller, self.trainer_manager, self.db_manager):
             if proc is not None:
                 proc.stop()
         self.mariadb.stop()
@@ -255,9 +297,12 @@ class RealKatib:
                 lines.append(
                     f"  pod {pod['metadata']['name']}/{cs['name']}: ready={cs['ready']} state={cs['state']}"
                 )
-        lines.append(
-            f"  trainjobs: {len(self.kube.list(TRAINJOBS, namespace))}, runs: {self.trainer.running()}"
-        )
+        runs = self.jobsets.running() if self.jobsets is not None else self.trainer.running()
+        lines.append(f"  trainjobs: {len(self.kube.list(TRAINJOBS, namespace))}, runs: {runs}")
+        if self.jobsets is not None and self.jobsets.errors:
+            lines.append(f"  jobset player errors: {self.jobsets.errors[-3:]}")
+        if self.trainer_manager is not None and self.trainer_manager.proc is not None:
+            lines.append(f"  trainer-controller-manager log:\n{self.trainer_manager.proc.tail(12)}")
         for c in self.controllers:
             if c.errors:
                 lines.append(f"  {c.name} errors: {list(c.errors)[-3:]}")
