@@ -160,13 +160,16 @@ class ExperimentController(Controller):
         )
 
     def reconcile_experiment(self, experiment: dict[str, Any], cache: Cache) -> None:
-        """ReconcileExperiment: trials by label in the namespace; status; then ReconcileTrials."""
+        """ReconcileExperiment: trials by the experiment-name label only, in the namespace
+        (experiment_controller.go ``ReconcileExperiment``: ``labels := map[string]string{
+        consts.LabelExperimentName: instance.Name}``; the suggestion controller lists by all the
+        Experiment's labels, ``util.TrialLabels``); status; then ReconcileTrials."""
         namespace = experiment["metadata"]["namespace"]
-        labels = trial_labels(experiment)
+        name = experiment["metadata"]["name"]
         trials = [
             t
             for t in cache.list(TRIALS, namespace)
-            if all((t["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
+            if (t["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT) == name
         ]
         if trials:
             goal = expstatus.update_trials_summary(experiment, trials)
