@@ -1,6 +1,6 @@
 """Scenario d: faults mid-experiment on real Katib, one component at a time.
 
-Each run starts an Experiment (``kp-tpe``, early stopping ``katib-progress``, 8 trials, 3 in
+Each run starts an Experiment (``kp-tpe``, early stopping ``katib-progress``, 6 trials, 3 in
 parallel, every other trial diverging), waits until trials are reporting, SIGKILLs one component,
 restarts it after a pause (a pod's container is restarted by the kubelet model, as its
 restartPolicy Always would) and then checks that:
@@ -31,7 +31,7 @@ from tests.katibmodel.harness import Process
 from tests.katibmodel.scenarios import NS, converging, diverging, experiment
 
 TERMINAL = ("Succeeded", "Failed", "EarlyStopped", "MetricsUnavailable", "Killed")
-PAUSE_S = 3.0
+PAUSE_S = 2.0
 
 
 def _sigkill(proc: Process | None) -> None:
@@ -96,7 +96,7 @@ def test_kill_and_restart_mid_experiment(katib: RealKatib, component: str) -> No
     katib.script.script = every(2, diverging, converging)
     katib.trainer.interval_s = 0.3
     try:
-        katib.submit(experiment(name, max_trials=8, parallel=3))
+        katib.submit(experiment(name, max_trials=6, parallel=3))
         _wait_reporting(katib, name)
         restart = _fault(katib, component, name)
         time.sleep(PAUSE_S)
@@ -106,7 +106,7 @@ def test_kill_and_restart_mid_experiment(katib: RealKatib, component: str) -> No
         katib.trainer.interval_s = 0.2
     assert has_condition(exp, "Succeeded"), katib.describe(NS, name)
     trials = katib.trial_list(NS, name)
-    assert len(trials) == 8, katib.describe(NS, name)
+    assert len(trials) == 6, katib.describe(NS, name)
     for t in trials:
         trial = t["metadata"]["name"]
         assert any(has_condition(t, kind) for kind in TERMINAL), f"{trial} not ended: {t.get('status')}"
