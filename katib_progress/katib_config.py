@@ -57,6 +57,7 @@ ALGORITHMS = (
     "grid",
     "gp",
     "qmc",
+    "tuned-tpe",
     # Katib's own names for what the samplers above serve (docs/suggestion.md)
     "sobol",
     "bayesianoptimization",

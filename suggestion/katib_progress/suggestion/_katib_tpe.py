@@ -1,7 +1,8 @@
-"""``multivariate-tpe``: the multivariate TPE of Katib's image (Optuna 3.3), on this Optuna.
+"""``multivariate-tpe`` and ``tpe``: the TPE of Katib's image (Optuna 3.3), on this Optuna.
 
-Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` of
-Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration``, base_service.py
+Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` for
+``multivariate-tpe`` and ``TPESampler(constant_liar=True, seed=random_state)`` (3.3's independent
+TPE) for ``tpe``, of Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration``, base_service.py
 ``_create_sampler``; cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna
 5.0's ``TPESampler`` differs from it in ways that change every suggestion after the startup trials
 (each rule below names the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
@@ -21,6 +22,9 @@ Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration`
   (_erf.py ``erf``, s_erf.c), 5.0 with ``math.erf`` for fewer than 2000 values;
 - quantiles: 3.3 inverts ``log_ndtr`` by 100 bisections of [-100, 100] (_truncnorm.py
   ``_ndtri_exp``), 5.0 by Newton's method to a relative 1e-8: different last digits.
+
+The independent TPE differs from the multivariate one only in its bandwidths (``_neighbour_sigmas``)
+and in sampling each parameter on its own (``KatibTPESampler``).
 
 ``KatibTPESampler`` implements 3.3's rules (the formulas, with the same NumPy operations in the
 same order, so the same floating-point results) and reads Katib's two random streams: 3.3's
@@ -447,6 +451,28 @@ def default_gamma(n: int) -> int:
     return min(int(np.ceil(0.1 * n)), 25)
 
 
+def _neighbour_sigmas(obs: np.ndarray, low: Any, high: Any, step: Any) -> np.ndarray:
+    """3.3 parzen_estimator.py ``compute_sigmas``, the independent branch with Katib's parameters
+    (prior on, endpoints off): the observations and the prior's mean sorted between the range's ends
+    (widened by half a step), each one's bandwidth the larger gap to its two neighbours; the lowest
+    and the highest take the gap to their inner neighbour instead (``consider_endpoints=False``, once
+    there are at least four points with the ends); in the observations' order, the prior's dropped.
+    The same NumPy operations in the same order (``argsort``'s default quicksort included: it orders
+    ties as 3.3 does)."""
+    mus_with_prior = np.append(obs, 0.5 * (low + high))
+    sorted_indices = np.argsort(mus_with_prior)
+    sorted_mus = mus_with_prior[sorted_indices]
+    ends = np.empty(len(mus_with_prior) + 2, dtype=float)
+    ends[0] = low - step / 2
+    ends[1:-1] = sorted_mus
+    ends[-1] = high + step / 2
+    sorted_sigmas = np.maximum(ends[1:-1] - ends[0:-2], ends[2:] - ends[1:-1])
+    if ends.shape[0] >= 4:
+        sorted_sigmas[0] = ends[2] - ends[1]
+        sorted_sigmas[-1] = ends[-2] - ends[-3]
+    return np.asarray(sorted_sigmas[np.argsort(sorted_indices)][: len(obs)])
+
+
 def _is_log(dist: BaseDistribution) -> bool:
     return isinstance(dist, (FloatDistribution, IntDistribution)) and dist.log
 
@@ -462,6 +488,7 @@ class ParzenEstimator:
         space: dict[str, BaseDistribution],
         prior_weight: float = PRIOR_WEIGHT,
         weights: Callable[[int], np.ndarray] = default_weights,
+        multivariate: bool = True,
     ) -> None:
         self._space = space
         obs = self._transform(observations)
@@ -472,7 +499,8 @@ class ParzenEstimator:
         w /= w.sum()
         self.weights = w
         self.kernels = [
-            self._kernels(obs[:, i], dist, prior_weight, len(space)) for i, dist in enumerate(space.values())
+            self._kernels(obs[:, i], dist, prior_weight, len(space), multivariate)
+            for i, dist in enumerate(space.values())
         ]
         self._bounds: dict[int, _Bounds] = {}
 
@@ -506,7 +534,7 @@ class ParzenEstimator:
 
     @staticmethod
     def _kernels(
-        obs: np.ndarray, dist: BaseDistribution, prior_weight: float, dims: int
+        obs: np.ndarray, dist: BaseDistribution, prior_weight: float, dims: int, multivariate: bool = True
     ) -> _Categorical | _Numerical:
         n = len(obs)
         if isinstance(dist, CategoricalDistribution):
@@ -525,10 +553,15 @@ class ParzenEstimator:
         if step is not None and dist.log:
             low, high, step = np.log(dist.low - step / 2), np.log(dist.high + step / 2), None
         span = high - low + (step or 0)
-        # 3.3 ``_calculate_numerical_distributions`` / ``compute_sigmas`` (multivariate): one
-        # bandwidth for all, clipped to [span / min(100, n + 2), span]; the prior: middle, span.
-        sigma = _SIGMA0 * max(n, 1) ** (-1.0 / (dims + 4)) * span
-        sigmas = np.full(shape=(n,), fill_value=sigma)
+        # 3.3 ``_calculate_numerical_distributions`` / ``compute_sigmas``: multivariate, one
+        # bandwidth for all; independent, each observation's distance to its farther neighbour
+        # (``_neighbour_sigmas``); both clipped to [span / min(100, n + 2), span]; the prior:
+        # middle, span.
+        if multivariate:
+            sigma = _SIGMA0 * max(n, 1) ** (-1.0 / (dims + 4)) * span
+            sigmas = np.full(shape=(n,), fill_value=sigma)
+        else:
+            sigmas = _neighbour_sigmas(obs, low, high, step or 0)
         sigmas = np.asarray(np.clip(sigmas, 1.0 * span / min(100.0, (1.0 + n + 1)), 1.0 * span))
         mus = np.append(obs, [0.5 * (low + high)])
         sigmas = np.append(sigmas, [1.0 * span])
@@ -622,8 +655,16 @@ def _score(trial: FrozenTrial, sign: float) -> tuple[float, float]:
 
 
 class KatibTPESampler(BaseSampler):
-    """Optuna 3.3's ``TPESampler(multivariate=True, constant_liar=True, seed=seed)`` for one fixed
-    search space, single objective, as Katib's ``multivariate-tpe`` runs it."""
+    """Optuna 3.3's ``TPESampler(multivariate=multivariate, constant_liar=True, seed=seed)`` for one
+    fixed search space, single objective, as Katib's ``multivariate-tpe`` (``multivariate=True``) and
+    ``tpe`` (``multivariate=False``) run it (optuna/service.py ``OptimizerConfiguration``: ``tpe``
+    sets ``constant_liar`` only, so 3.3's default ``multivariate=False`` holds).
+
+    The independent TPE (3.3 sampler.py: ``infer_relative_search_space`` returns ``{}`` without
+    ``multivariate``, so ``Trial._suggest`` asks ``sample_independent`` for each parameter in the
+    order of Katib's search space) samples each parameter from its own one-dimensional estimators,
+    ``_sample(study, trial, {name: distribution})``, with the neighbour bandwidths
+    (``_neighbour_sigmas``), from the same TPE random state, parameter after parameter."""
 
     def __init__(
         self,
@@ -633,8 +674,10 @@ class KatibTPESampler(BaseSampler):
         n_ei_candidates: int = 24,
         seed: int | None = None,
         prior_weight: float = PRIOR_WEIGHT,
+        multivariate: bool = True,
     ) -> None:
         self._space = dict(space)
+        self._multivariate = multivariate
         self._n_startup = n_startup_trials
         self._n_ei = n_ei_candidates
         self._prior_weight = prior_weight
@@ -652,9 +695,10 @@ class KatibTPESampler(BaseSampler):
     def _draws_per_ask(self, first: bool) -> int:
         """Uniforms one TPE ask takes: the kernel choice and one per parameter, per candidate
         (``sample``); with nothing finished yet (``n_startup_trials`` 0, first ask) 3.3 samples each
-        parameter on its own (sampler.py ``sample_independent`` -> ``_sample``): two per candidate each."""
+        parameter on its own (sampler.py ``sample_independent`` -> ``_sample``): two per candidate each,
+        as the independent TPE always does."""
         d = sum(not dist.single() for dist in self._space.values())
-        return 2 * d * self._n_ei if first else (1 + d) * self._n_ei
+        return 2 * d * self._n_ei if first or not self._multivariate else (1 + d) * self._n_ei
 
     def position_stream(self, seed: int, index: int) -> None:
         """Put both random states where Katib's service has them before its ask number ``index``.
@@ -688,9 +732,12 @@ class KatibTPESampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         """3.3 ``infer_relative_search_space``: the finished trials' common parameters, by name.
-        During the startup trials the whole space: their random values are drawn at once."""
+        During the startup trials the whole space: their random values are drawn at once. The
+        independent TPE: none (every parameter through ``sample_independent``)."""
         if self._n_finished(study) < self._n_startup:
             return {name: dist for name, dist in self._space.items() if not dist.single()}
+        if not self._multivariate:
+            return {}
         space = self._intersection.calculate(study, use_cache=True)
         return {name: dist for name, dist in space.items() if not dist.single()}
 
@@ -733,7 +780,10 @@ class KatibTPESampler(BaseSampler):
         below, above = split(scores, default_gamma(n))
         l_est = self._below_estimator(study, [trials[i] for i in below], space)
         g_est = ParzenEstimator(
-            self._observations(study, [trials[i] for i in above], space), space, self._prior_weight
+            self._observations(study, [trials[i] for i in above], space),
+            space,
+            self._prior_weight,
+            multivariate=self._multivariate,
         )
         samples = l_est.sample(self._rng.rng, self._n_ei)
         if self._drawn is not None:
@@ -750,7 +800,12 @@ class KatibTPESampler(BaseSampler):
         join ``g(x)``), with the kernels' bounds it has computed."""
         key = (id(study._storage), tuple(t._trial_id for t in below), tuple(space.items()))
         if self._below is None or self._below[0] != key:
-            estimator = ParzenEstimator(self._observations(study, below, space), space, self._prior_weight)
+            estimator = ParzenEstimator(
+                self._observations(study, below, space),
+                space,
+                self._prior_weight,
+                multivariate=self._multivariate,
+            )
             self._below = (key, estimator)
         return self._below[1]
 
