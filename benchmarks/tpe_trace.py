@@ -1,13 +1,14 @@
-"""Katib's ``multivariate-tpe`` (or ``tpe``, ``--algorithm tpe``) and ours, suggestion by suggestion, in process: the benchmark's
-60-trial sequential loops (``bench_suggestion.py --part quality``: same space, seeds, noise), printing
-every suggestion as Katib's service would send it (one JSON line per function and seed).
+"""Katib's ``multivariate-tpe`` (or ``tpe``, ``--algorithm tpe``) and ours, suggestion by suggestion,
+in process: the benchmark's 60-trial sequential loops (``bench_suggestion.py --part quality``: same
+space, seeds, noise), printing every suggestion as Katib's service would send it (one JSON line per
+function and seed).
 
 Run with Katib's Python environment (Optuna 3.3), it asks as Katib's service does
 (pkg/suggestion/v1beta1/optuna/base_service.py: one ``TPESampler(multivariate=True,
-constant_liar=True, seed=random_state)`` per experiment, without ``multivariate`` for ``tpe``, ``study.ask(fixed_distributions=...)`` per
-suggestion with the space ``_get_optuna_search_space`` builds, ``study.tell(number, value)``, values
-sent as ``str``); with ours, it drives our servicer (as ``tpe_service.py``). The outputs are equal
-line for line when the suggestions are:
+constant_liar=True, seed=random_state)`` per experiment, without ``multivariate`` for ``tpe``,
+``study.ask(fixed_distributions=...)`` per suggestion with the space ``_get_optuna_search_space``
+builds, ``study.tell(number, value)``, values sent as ``str``); with ours, it drives our servicer
+(as ``tpe_service.py``). The outputs are equal line for line when the suggestions are:
 
     $KATIB_VENV/bin/python benchmarks/tpe_trace.py --seeds 70 > katib.jsonl
     .venv/bin/python benchmarks/tpe_trace.py --seeds 70 > ours.jsonl

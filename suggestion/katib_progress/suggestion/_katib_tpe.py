@@ -2,10 +2,11 @@
 
 Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` for
 ``multivariate-tpe`` and ``TPESampler(constant_liar=True, seed=random_state)`` (3.3's independent
-TPE) for ``tpe``, of Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration``, base_service.py
-``_create_sampler``; cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna
-5.0's ``TPESampler`` differs from it in ways that change every suggestion after the startup trials
-(each rule below names the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
+TPE) for ``tpe``, of Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py
+``OptimizerConfiguration``, base_service.py ``_create_sampler``;
+cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna 5.0's ``TPESampler``
+differs from it in ways that change every suggestion after the startup trials (each rule below names
+the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
 
 - bandwidths: 3.3's multivariate estimator gives every observation one Scott-like bandwidth,
   ``0.2 * n ** (-1 / (d + 4)) * range`` (parzen_estimator.py ``_calculate_numerical_distributions``,

@@ -4,14 +4,14 @@ Every ask samples with a seed derived from (random_state, trial index), so each 
 only on the seed and the study's trials, not on how long the process has lived: a service rebuilt
 from Katib's trial list continues exactly where it was. ``AskSamplers`` keeps one sampler per
 experiment and, before each ask, puts every random state in it into the state a sampler freshly
-built with that ask's seed would have; what else the sampler keeps (the search-space intersection
-it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
+built with that ask's seed would have; what else the sampler keeps (the search-space intersection it
+updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
 trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
 ask. ``random``, ``tpe``, ``multivariate-tpe`` and ``cmaes`` are the exceptions: they read Katib's
-streams, seeded once per experiment. ``random``, ``tpe`` and ``multivariate-tpe`` position theirs from the trial index
-(``SpaceRandomSampler.position_stream``, ``KatibTPESampler.position_stream``), so the index alone
-still fixes each suggestion; ``cmaes`` records in the trials what its streams gave and a reloaded
-study replays that (``_cma``).
+streams, seeded once per experiment. ``random``, ``tpe`` and ``multivariate-tpe`` position theirs
+from the trial index (``SpaceRandomSampler.position_stream``, ``KatibTPESampler.position_stream``),
+so the index alone still fixes each suggestion; ``cmaes`` records in the trials what its streams
+gave and a reloaded study replays that (``_cma``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Typed algorithm settings: one pydantic model per algorithm name.
 
 Setting names and meanings follow Katib's stock Optuna suggestion image (``tpe``,
-``multivariate-tpe``, ``cmaes``, ``random``, ``grid``); ``gp``, ``qmc`` and ``tuned-tpe`` are additions; Katib's
-``sobol``, ``bayesianoptimization`` and ``hyperband`` are served by them (docs/suggestion.md).
-Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces them.
+``multivariate-tpe``, ``cmaes``, ``random``, ``grid``); ``gp``, ``qmc`` and ``tuned-tpe`` are
+additions; Katib's ``sobol``, ``bayesianoptimization`` and ``hyperband`` are served by them
+(docs/suggestion.md). Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces
+them.
 """
 
 from __future__ import annotations
