@@ -689,7 +689,10 @@ class KatibTPESampler(BaseSampler):
         # each trial's internal parameter values, by (storage, trial id, parameters): a trial's
         # parameters are set when it is created and never change
         self._reprs: dict[tuple[int, int, tuple[str, ...]], tuple[Any, ...] | None] = {}
-        self._below: tuple[tuple[Any, ...], ParzenEstimator] | None = None
+        # l(x) per search space (one per parameter for the independent TPE), for one set of below
+        # trials
+        self._below_trials: tuple[Any, ...] | None = None
+        self._below: dict[tuple[Any, ...], ParzenEstimator] = {}
 
     # -- Katib's streams ------------------------------------------------------------------------
 
@@ -799,16 +802,20 @@ class KatibTPESampler(BaseSampler):
         """``l(x)``: a function of the below trials' parameters alone, so the one built for the same
         trials is reused (the asks of one call share it: with constant liar the new running trials
         join ``g(x)``), with the kernels' bounds it has computed."""
-        key = (id(study._storage), tuple(t._trial_id for t in below), tuple(space.items()))
-        if self._below is None or self._below[0] != key:
+        key = (id(study._storage), tuple(t._trial_id for t in below))
+        if self._below_trials != key:
+            self._below_trials, self._below = key, {}
+        space_key = tuple(space.items())
+        estimator = self._below.get(space_key)
+        if estimator is None:
             estimator = ParzenEstimator(
                 self._observations(study, below, space),
                 space,
                 self._prior_weight,
                 multivariate=self._multivariate,
             )
-            self._below = (key, estimator)
-        return self._below[1]
+            self._below[space_key] = estimator
+        return estimator
 
     def _observations(
         self, study: optuna.Study, trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
