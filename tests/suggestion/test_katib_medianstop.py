@@ -329,3 +329,27 @@ def test_push_trials_without_katibs_calls_are_judged_against_trials_completed_be
             client.decide(point, spec)
         client.report_final("push2", "b2", "complete")
         assert [client.decide(p, spec).prune for p in early[1:]] == [False, False]
+
+
+def test_a_trial_older_than_every_call_seen_is_judged_against_trials_completed_before_it(
+    server: SuggestionServer, stub: Any
+) -> None:
+    """A restarted service: Katib's first call it sees already carries a running trial, whose rule
+    was made by a call the service never saw; it is judged as without calls, not left without a rule."""
+    settings = {"min_trials_required": "1", "start_step": "2"}
+    spec = PruningSpec(METRIC, "minimize", {"policy": "medianstop", **settings})
+    experiment = _experiment("restarted", False, settings)
+    with PruningClient(server.bound_addresses[0]) as client:
+        for point in _points("done", [1.0, 1.0], experiment="restarted"):
+            client.decide(point, spec)
+        client.report_final("restarted", "done", "complete")
+        running = _points("running", [5.0, 5.0], experiment="restarted")
+        assert not client.decide(running[0], spec).prune
+        trials = [
+            pb.Trial(name="done", status=pb.TrialStatus(condition=pb.TrialStatus.SUCCEEDED)),
+            pb.Trial(name="running", status=pb.TrialStatus(condition=pb.TrialStatus.RUNNING)),
+        ]
+        request = pb.GetEarlyStoppingRulesRequest(experiment=experiment, trials=trials)
+        (rule,) = stub.GetEarlyStoppingRules(request, timeout=5).early_stopping_rules
+        assert (rule.value, rule.comparison, rule.start_step) == ("1.0", pb.GREATER, 2)
+        assert client.decide(running[1], spec).prune  # best 5.0 > 1.0 at report 2

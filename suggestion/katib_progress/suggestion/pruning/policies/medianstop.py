@@ -15,8 +15,8 @@ rule names the upstream function it follows:
   gives its rule to the trials created from that reply
   (pkg/controller.v1beta1/suggestion/suggestionclient/suggestionclient.go ``SyncAssignments``), so a
   trial's rule is the one of the last call that did not carry it yet (``ExperimentState.katib_calls``).
-  Without any call (our collector alone, a restarted service), the trials that had completed when the
-  trial first reported;
+  Without such a call (our collector alone; a trial created before the first call a restarted service
+  saw), the trials that had completed when the trial first reported;
 - what of each: the mean of its first ``start_step`` reports, its first ``start_step`` rows
   (service.py ``get_median_value``: ``metric_logs[: self.start_step]``, ``metric_sum /
   len(first_x_logs)``); a trial with no report here is left out (Katib's service would fail the call
@@ -49,7 +49,9 @@ def reference_trials(state: ExperimentState, trial: TrialHistory) -> tuple[str, 
     count = state.katib_calls[-1][1]
     for i, (names, _) in enumerate(state.katib_calls):
         if trial.name in names:  # created after the call before this one
-            count = state.katib_calls[i - 1][1] if i else 0
+            if i == 0:  # before every call this service saw (it restarted): its creation is unknown
+                return trial.completed_before
+            count = state.katib_calls[i - 1][1]
             break
     return tuple(state.katib_succeeded[:count])
 
