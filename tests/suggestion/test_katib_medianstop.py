@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -166,8 +167,8 @@ class _DBManager(katib_api_pb2_grpc.DBManagerServicer):
         return pb.GetObservationLogReply(observation_log=pb.ObservationLog(metric_logs=rows))
 
 
-@pytest.fixture
-def db() -> Iterator[tuple[_DBManager, str]]:
+@contextmanager
+def serve_db() -> Iterator[tuple[_DBManager, str]]:
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     servicer = _DBManager()
     katib_api_pb2_grpc.add_DBManagerServicer_to_server(servicer, srv)
@@ -177,6 +178,12 @@ def db() -> Iterator[tuple[_DBManager, str]]:
         yield servicer, f"127.0.0.1:{port}"
     finally:
         srv.stop(0)
+
+
+@pytest.fixture
+def db() -> Iterator[tuple[_DBManager, str]]:
+    with serve_db() as served:
+        yield served
 
 
 def _stock() -> MedianStopService:
@@ -205,19 +212,23 @@ def _curve(rng: random.Random, maximize: bool) -> list[float]:
     return [-v for v in values] if maximize else values
 
 
-def _run(stub: Any, address: str, db: tuple[_DBManager, str], seed: int, maximize: bool) -> list[int | None]:
+def _run(
+    stub: Any, address: str, db: tuple[_DBManager, str], seed: int, maximize: bool, stock: Any = None
+) -> list[int | None]:
     """Katib's loop with trials overlapping: each round GetEarlyStoppingRules (ours and the stock
     stand-in, the same request: every trial so far with its latest condition), 0-2 trials created with
     the stock rule, then every running trial reports 0-2 more values, to our Pruning API (as the
     collector sends TrainJob progress) and to the sidecar model holding its stock rule; a trial that
     runs out of values succeeds. Checks ours prunes exactly where the sidecar stops the trial; returns,
-    per trial, the report at which it was stopped (None: ran to its end)."""
+    per trial, the report at which it was stopped (None: ran to its end). ``stock``: Katib's service to
+    compare with (anything with ``GetEarlyStoppingRules(request, timeout)``; default the stand-in)."""
     rng = random.Random(seed)
     logs, db_address = db
     settings = {"min_trials_required": str(rng.randint(1, 4)), "start_step": str(rng.randint(1, 5))}
-    experiment = _experiment(f"ms-{seed}", maximize, settings)
+    tag = f"ms-{seed}-{'max' if maximize else 'min'}"
+    experiment = _experiment(tag, maximize, settings)
     spec = PruningSpec(METRIC, "maximize" if maximize else "minimize", {"policy": "medianstop", **settings})
-    stock = _stock()
+    stock = _stock() if stock is None else stock
     conditions: dict[str, Any] = {}
     running: dict[str, tuple[list[float], _Watch]] = {}
     stopped_at: dict[str, int | None] = {}
@@ -239,7 +250,7 @@ def _run(stub: Any, address: str, db: tuple[_DBManager, str], seed: int, maximiz
                 for r in theirs
             ]
             for i in range(rng.randint(0, 2) if round_ < 10 else 0):
-                name = f"ms-{seed}-{round_}-{i}"
+                name = f"{tag}-{round_}-{i}"
                 watch = _Watch(name, "ns", experiment.name, (METRIC,), not maximize, list(rules))
                 watch.start_steps = {r["name"]: int(settings["start_step"]) for r in rules}
                 running[name] = (_curve(rng, maximize), watch)
