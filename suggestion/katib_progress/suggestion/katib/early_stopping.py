@@ -115,7 +115,6 @@ def config_from_experiment(experiment: Any) -> PruningConfig:
         direction = "maximize"
     else:
         raise ConfigError("objective.type", f"must be minimize or maximize, got {objective.type}")
-    # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped (core.pruning)
     early = experiment.spec.early_stopping
     if early.algorithm_name not in ("", *SERVED):
         raise ConfigError("earlyStopping.algorithmName", unknown_algorithm(early.algorithm_name))
@@ -123,6 +122,8 @@ def config_from_experiment(experiment: Any) -> PruningConfig:
         problem = validate_medianstop(early.algorithm_settings)
         if problem is not None:
             raise ConfigError("earlyStopping.algorithmSettings", problem)
+    # Katib's medianstop: the medianstop policy; Katib's hyperband algorithm: the hyperband policy
+    # with its eta and r_l mapped (core.pruning)
     settings = hyperband_pruning_settings(
         experiment.spec.algorithm.algorithm_name,
         {s.name: s.value for s in experiment.spec.algorithm.algorithm_settings},
