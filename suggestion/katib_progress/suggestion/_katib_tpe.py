@@ -692,6 +692,9 @@ class KatibTPESampler(BaseSampler):
         # l(x) per search space (one per parameter for the independent TPE), for one set of below
         # trials
         self._below_trials: tuple[Any, ...] | None = None
+        self._split_kept: tuple[tuple[int, int, int], tuple[list[FrozenTrial], list[FrozenTrial]]] | None = (
+            None
+        )
         self._below: dict[tuple[Any, ...], ParzenEstimator] = {}
 
     # -- Katib's streams ------------------------------------------------------------------------
@@ -771,6 +774,29 @@ class KatibTPESampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial, space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         """3.3 sampler.py ``_sample`` with constant liar: running trials count as the worst."""
+        below, above = self._split(study, trial)
+        l_est = self._below_estimator(study, below, space)
+        g_est = ParzenEstimator(
+            self._observations(study, above, space),
+            space,
+            self._prior_weight,
+            multivariate=self._multivariate,
+        )
+        samples = l_est.sample(self._rng.rng, self._n_ei)
+        if self._drawn is not None:
+            self._drawn += (1 + len(space)) * self._n_ei
+        score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
+        best = int(np.argmax(score))
+        return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+
+    def _split(self, study: optuna.Study, trial: FrozenTrial) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+        """The other trials split into below and above (3.3 sampler.py ``_sample``:
+        ``_get_observation_pairs``, ``_split_observation_pairs``). The independent TPE asks it once
+        per parameter of a trial, while the study's other trials stay as they are: kept for the
+        trial being sampled."""
+        key = (id(study._storage), trial._trial_id, trial.number)
+        if self._split_kept is not None and self._split_kept[0] == key:
+            return self._split_kept[1]
         trials = [
             t
             for t in study._get_trials(
@@ -782,19 +808,9 @@ class KatibTPESampler(BaseSampler):
         scores = [_score(t, sign) for t in trials]
         n = sum(s[0] < math.inf for s in scores)
         below, above = split(scores, default_gamma(n))
-        l_est = self._below_estimator(study, [trials[i] for i in below], space)
-        g_est = ParzenEstimator(
-            self._observations(study, [trials[i] for i in above], space),
-            space,
-            self._prior_weight,
-            multivariate=self._multivariate,
-        )
-        samples = l_est.sample(self._rng.rng, self._n_ei)
-        if self._drawn is not None:
-            self._drawn += (1 + len(space)) * self._n_ei
-        score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
-        best = int(np.argmax(score))
-        return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+        kept = ([trials[i] for i in below], [trials[i] for i in above])
+        self._split_kept = (key, kept)
+        return kept
 
     def _below_estimator(
         self, study: optuna.Study, below: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
