@@ -109,10 +109,9 @@ class MedianStopPolicy(Policy):
         step = len(trial.reports)
         # main.go updateStopRules: metricStartStep[rule.Name]--, checked only when it reaches 0
         if step != self.start_step or trial.state is not TrialState.RUNNING:
-            when = "judged" if step > self.start_step else "judged at"
             return Decision(
                 Verdict.CONTINUE,
-                f"{ctx.objective} report {step}; {when} report {self.start_step} only",
+                f"{ctx.objective} report {step}; judged at report {self.start_step} only",
                 self.name,
             )
         reference = reference_trials(ctx.experiment, trial)
