@@ -54,7 +54,7 @@ from benchmarks.suggestion_services import (
 
 BOTH = ("tpe", "multivariate-tpe", "cmaes", "random", "grid")
 OURS_ONLY = ("gp", "qmc")
-QUALITY_ALGORITHMS = ("tpe", "multivariate-tpe", "cmaes", "random")
+QUALITY_ALGORITHMS = ("tpe", "multivariate-tpe", "cmaes", "random", "tuned-tpe")
 SIZES = (10, 100, 300, 1000)
 PER_CALL = 3
 LATENCY_SEED = 7
@@ -161,8 +161,16 @@ def quality_loop(drivers: dict[str, Driver], function: str, seed: int, trials: i
 
 
 def quality(
-    algorithm: str, ours: ServiceSpec, baseline: ServiceSpec | None, seeds: int, trials: int, logs: Path
+    algorithm: str,
+    ours: ServiceSpec,
+    baseline: ServiceSpec | None,
+    seeds: int,
+    trials: int,
+    logs: Path,
+    baseline_algorithm: str | None = None,
 ) -> dict[str, dict[str, list[float]]]:
+    """``baseline_algorithm``: the name the baseline is asked for (default: ``algorithm``), e.g.
+    ``tuned-tpe`` against Katib's ``tpe``."""
     out: dict[str, dict[str, list[float]]] = {}
     with running(ours, logs) as ours_address:
         for function in FUNCTIONS:
@@ -171,8 +179,9 @@ def quality(
                 name = f"q-{algorithm}-{function}-{seed}"
                 with _service(baseline, logs) as base_address:
                     addresses = {"ours": ours_address, "baseline": base_address}
+                    names = {"ours": algorithm, "baseline": baseline_algorithm or algorithm}
                     drivers = {
-                        label: Driver(address, name, algorithm, _settings(algorithm, seed), trials)
+                        label: Driver(address, name, names[label], _settings(algorithm, seed), trials)
                         for label, address in addresses.items()
                         if address is not None
                     }
@@ -270,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--baseline-address", help="where the baseline listens when its command takes no address"
     )
+    parser.add_argument(
+        "--baseline-algorithm", help="quality: ask the baseline for this algorithm (default: the same name)"
+    )
     parser.add_argument("--part", choices=("latency", "quality", "all"), default="all")
     parser.add_argument("--algorithms", help="comma list (default: all)")
     parser.add_argument("--seeds", type=int, default=10)
@@ -305,7 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(latency_table(report["latency"], sizes, calls, args.per_call))
         if args.part in ("quality", "all"):
             for algorithm in (a for a in chosen if a in QUALITY_ALGORITHMS):
-                report["quality"][algorithm] = quality(algorithm, ours, baseline, seeds, trials, logs)
+                report["quality"][algorithm] = quality(
+                    algorithm, ours, baseline, seeds, trials, logs, args.baseline_algorithm
+                )
             console.print(quality_table(report["quality"], seeds, trials))
     report["load_after"] = load_text()
     console.print(f"machine: {report['load_after']}")

@@ -1,4 +1,4 @@
-"""Record what Katib's own service suggests for ``multivariate-tpe``: the fixture of
+"""Record what Katib's own service suggests for ``multivariate-tpe`` or ``tpe``: the fixtures of
 tests/suggestion/test_katib_tpe.py.
 
 Starts Katib's stock Optuna service (``--baseline-cmd``, as for ``bench_suggestion.py``; Katib's image
@@ -9,6 +9,9 @@ the experiment and Katib's replies as JSON.
     .venv/bin/python benchmarks/katib_tpe_fixture.py --baseline-cmd \\
         "/work/notes/katib33/bin/python benchmarks/run_katib_optuna.py /work/notes/katib-src {address}" \\
         > tests/suggestion/fixtures/katib_multivariate_tpe.json
+    .venv/bin/python benchmarks/katib_tpe_fixture.py --algorithm tpe --baseline-cmd \\
+        "$KATIB_VENV/bin/python benchmarks/run_katib_optuna.py $KATIB {address}" \\
+        > tests/suggestion/fixtures/katib_tpe.json
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ def params() -> tuple[Any, ...]:
     )
 
 
-def drive(address: str, trials: int = TRIALS) -> list[list[list[str]]]:
+def drive(address: str, trials: int = TRIALS, algorithm: str = "multivariate-tpe") -> list[list[list[str]]]:
     """The sequential loop; each suggestion as [[param, value], ...]. Katib's service names no
     trials: they are named here as Katib's controller would (any unique name)."""
-    katib = FakeKatib(address, experiment(algorithm="multivariate-tpe", settings=SETTINGS, params=params()))
+    katib = FakeKatib(address, experiment(algorithm=algorithm, settings=SETTINGS, params=params()))
     for i in range(trials):
         reply = katib.stub.GetSuggestions(katib.request(1), timeout=60)
         (pa,) = reply.parameter_assignments
@@ -57,11 +60,13 @@ def drive(address: str, trials: int = TRIALS) -> list[list[list[str]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-cmd", required=True, help="command starting Katib's service ({address})")
+    parser.add_argument("--algorithm", default="multivariate-tpe", choices=("multivariate-tpe", "tpe"))
     args = parser.parse_args(argv)
     with log_dir() as logs, running(baseline_spec(args.baseline_cmd, None), logs) as address:
-        replies = drive(address)
+        replies = drive(address, algorithm=args.algorithm)
     rows = ",\n  ".join(json.dumps(r) for r in replies)
-    print(f'{{"settings": {json.dumps(SETTINGS)},\n "trials": [\n  {rows}\n ]}}')
+    head = "" if args.algorithm == "multivariate-tpe" else f'"algorithm": {json.dumps(args.algorithm)},\n '
+    print(f'{{{head}"settings": {json.dumps(SETTINGS)},\n "trials": [\n  {rows}\n ]}}')
     return 0
 
 

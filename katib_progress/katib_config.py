@@ -8,7 +8,8 @@ reads the live ConfigMap (``kubectl get -o yaml``) or a KatibConfig file, change
 writes the result in the same form, and says on stderr whether katib-controller must be restarted:
 
 - ``runtime.suggestions``: the ``kp-*`` algorithms (our suggestion image), added or replaced by name;
-- ``runtime.earlyStoppings``: ``katib-progress`` (our early-stopping image), added or replaced;
+- ``runtime.earlyStoppings``: ``katib-progress`` and ``kp-medianstop`` (Katib's medianstop, live, for
+  Push trials too), both our early-stopping image, added or replaced;
 - ``init.controller.trialResources``: ``TrainJob.v1alpha1.trainer.kubeflow.org`` appended when
   missing (never removed; when the list is absent or empty Katib uses its default ``Job.v1.batch``,
   pkg/apis/config/v1beta1/defaults.go ``setControllerConfig``, so that entry is written first).
@@ -45,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
+from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHMS
 
 #: The search algorithms our suggestion image serves, registered as ``kp-<name>`` so Katib's stock
 #: entries (``tpe``, ``random``...) keep their upstream images (the service strips the prefix).
@@ -57,6 +58,7 @@ ALGORITHMS = (
     "grid",
     "gp",
     "qmc",
+    "tuned-tpe",
     # Katib's own names for what the samplers above serve (docs/suggestion.md)
     "sobol",
     "bayesianoptimization",
@@ -112,12 +114,12 @@ def _suggestion_entry(name: str, image: str, pull_policy: str) -> dict[str, Any]
     }
 
 
-def _early_stopping_entry(image: str, pull_policy: str) -> dict[str, Any]:
+def _early_stopping_entry(name: str, image: str, pull_policy: str) -> dict[str, Any]:
     # Katib lets only image, pull policy and resources be set for this container (composer.go
     # desiredContainers). It runs the pruning engine (EarlyStopping + Pruning APIs on 6788, about
     # 125 MiB resident when idle); the image's CMD carries its whole command line (docs/deploy.md).
     return {
-        "algorithmName": EARLY_STOPPING_ALGORITHM,
+        "algorithmName": name,
         "image": image,
         "imagePullPolicy": pull_policy,
         "resources": {
@@ -180,7 +182,9 @@ def merge_config(
     for name in algorithm_names():
         suggestions = _upsert(suggestions, _suggestion_entry(name, suggestion_image, pull_policy))
     runtime["suggestions"] = suggestions
-    runtime["earlyStoppings"] = _upsert(early, _early_stopping_entry(earlystopping_image, pull_policy))
+    for name in EARLY_STOPPING_ALGORITHMS:
+        early = _upsert(early, _early_stopping_entry(name, earlystopping_image, pull_policy))
+    runtime["earlyStoppings"] = early
     controller = _section(_section(out, "init", "init"), "controller", "init.controller")
     resources = controller.get("trialResources") or list(KATIB_DEFAULT_TRIAL_RESOURCES)
     if not isinstance(resources, list):
@@ -191,14 +195,14 @@ def merge_config(
 
 
 def remove_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` without our ``kp-*`` suggestion and ``katib-progress`` early-stopping entries."""
+    """A copy of ``config`` without our ``kp-*`` suggestion and our early-stopping entries."""
     out = _check(config)
     runtime = out.get("runtime")
     if runtime is None:
         return out
     if not isinstance(runtime, dict):
         raise ValueError(f"runtime must be a mapping, got {runtime!r}")
-    ours = {"suggestions": set(algorithm_names()), "earlyStoppings": {EARLY_STOPPING_ALGORITHM}}
+    ours = {"suggestions": set(algorithm_names()), "earlyStoppings": set(EARLY_STOPPING_ALGORITHMS)}
     for key, names in ours.items():
         if runtime.get(key) is not None:
             entries = _entries(runtime, key, f"runtime.{key}")

@@ -24,9 +24,10 @@ UPSTREAM = KATIB_DIR / "upstream"
 STOCK = UPSTREAM / "katib-config.standalone.yaml"
 SHIPPED = KATIB_DIR / "katib-config.yaml"
 OUR_ALGORITHMS = {
-    *("kp-tpe", "kp-multivariate-tpe", "kp-cmaes", "kp-random", "kp-grid", "kp-gp", "kp-qmc"),
+    *("kp-tpe", "kp-multivariate-tpe", "kp-cmaes", "kp-random", "kp-grid", "kp-gp", "kp-qmc", "kp-tuned-tpe"),
     *("kp-sobol", "kp-bayesianoptimization", "kp-hyperband"),
 }
+OUR_EARLY_STOPPINGS = ("katib-progress", "kp-medianstop")
 TRAINJOB = "TrainJob.v1alpha1.trainer.kubeflow.org"
 
 
@@ -112,10 +113,12 @@ def test_our_entries() -> None:
         assert all(p.get("containerPort") != 6789 for p in entry.get("ports", []))
         assert entry["securityContext"]["runAsNonRoot"] is True
         assert {"requests", "limits"} <= entry["resources"].keys()
-    early = _by_name(shipped["runtime"]["earlyStoppings"])["katib-progress"]
-    # Katib reads only image, pull policy and resources for the early-stopping container.
-    assert set(early) == {"algorithmName", "image", "imagePullPolicy", "resources"}
-    assert early["image"] == "ghcr.io/katib-progress/earlystopping:0.1.0"
+    for name in OUR_EARLY_STOPPINGS:  # ours and Katib's medianstop, served live by our image
+        early = _by_name(shipped["runtime"]["earlyStoppings"])[name]
+        # Katib reads only image, pull policy and resources for the early-stopping container.
+        assert set(early) == {"algorithmName", "image", "imagePullPolicy", "resources"}
+        assert early["image"] == "ghcr.io/katib-progress/earlystopping:0.1.0"
+    assert "medianstop" in _by_name(shipped["runtime"]["earlyStoppings"])  # Katib's own stays Katib's
 
 
 def test_platform_config_keeps_everything_we_do_not_own() -> None:
@@ -193,7 +196,7 @@ def test_absent_trial_resources_keep_katibs_default(controller: dict[str, Any]) 
     assert merged["init"]["controller"]["trialResources"] == ["Job.v1.batch", TRAINJOB]
     patched = kc.merge_config({"apiVersion": "config.kubeflow.org/v1beta1", "kind": "KatibConfig"})
     assert {e["algorithmName"] for e in patched["runtime"]["suggestions"]} == OUR_ALGORITHMS
-    assert [e["algorithmName"] for e in patched["runtime"]["earlyStoppings"]] == ["katib-progress"]
+    assert [e["algorithmName"] for e in patched["runtime"]["earlyStoppings"]] == list(OUR_EARLY_STOPPINGS)
     assert patched["init"]["controller"]["trialResources"] == ["Job.v1.batch", TRAINJOB]
 
 
@@ -209,7 +212,8 @@ def test_merge_is_pure_and_replaces_by_name() -> None:
         ("r/s:2", "Always")
     }
     assert len(again["runtime"]["suggestions"]) == len(once["runtime"]["suggestions"])
-    assert _by_name(again["runtime"]["earlyStoppings"])["katib-progress"]["image"] == "r/e:2"
+    early = _by_name(again["runtime"]["earlyStoppings"])
+    assert {early[n]["image"] for n in OUR_EARLY_STOPPINGS} == {"r/e:2"}
 
 
 def test_an_up_to_date_katibconfig_file_is_written_back_byte_for_byte() -> None:
@@ -224,7 +228,7 @@ def test_remove_takes_out_only_our_entries() -> None:
     result = kc.remove_text(merged)
     after = yaml.safe_load(yaml.safe_load(result.text)["data"]["katib-config.yaml"])
     names = {e["algorithmName"] for e in after["runtime"]["suggestions"] + after["runtime"]["earlyStoppings"]}
-    assert not names & (OUR_ALGORITHMS | {"katib-progress"})
+    assert not names & (OUR_ALGORITHMS | set(OUR_EARLY_STOPPINGS))
     before = yaml.safe_load(live["data"]["katib-config.yaml"])
     assert after == kc.remove_config(before)  # only the stale kp-tpe of the input is gone too
     assert TRAINJOB in after["init"]["controller"]["trialResources"]  # never removed

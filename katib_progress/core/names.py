@@ -9,3 +9,8 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 ALGORITHM_PREFIX = "kp-"
 #: Our policy's name under an Experiment's ``spec.earlyStopping.algorithmName``.
 EARLY_STOPPING_ALGORITHM = "katib-progress"
+#: Katib's early-stopping algorithm that our early-stopping service also serves, by Katib's rules.
+MEDIANSTOP = "medianstop"
+#: The ``runtime.earlyStoppings`` names katib-config registers for our early-stopping image (the
+#: collector forwards progress to it for Experiments naming one of them).
+EARLY_STOPPING_ALGORITHMS = (EARLY_STOPPING_ALGORITHM, ALGORITHM_PREFIX + MEDIANSTOP)

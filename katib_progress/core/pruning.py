@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+from katib_progress.core.names import ALGORITHM_PREFIX, MEDIANSTOP
 from katib_progress.core.types import Decision, ProgressPoint
 
 
@@ -108,4 +109,18 @@ def hyperband_pruning_settings(
         return out
     out.setdefault("reduction_factor", str(eta))
     out.setdefault("min_resource", repr(round(hyperband_min_resource(eta, r_l), 6)))
+    return out
+
+
+#: Katib's early-stopping names served as the ``medianstop`` policy (our katib-config name first).
+MEDIANSTOP_ALGORITHMS = (ALGORITHM_PREFIX + MEDIANSTOP, MEDIANSTOP)
+
+
+def early_stopping_settings(early_stopping: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """Our pruning settings for an Experiment's ``spec.earlyStopping``: for Katib's ``medianstop``
+    (or ``kp-medianstop``) its settings (``min_trials_required``, ``start_step``, already validated by
+    Katib's rules) with ``policy=medianstop``; for ``katib-progress`` the settings unchanged."""
+    out = dict(settings)
+    if early_stopping in MEDIANSTOP_ALGORITHMS:
+        out["policy"] = MEDIANSTOP
     return out

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
+from katib_progress.core.pruning import MEDIANSTOP_ALGORITHMS
 from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc, Metadata, TrainJobDoc, TrainJobMetadata
 from katib_progress.local._render import TRAINER, TRIAL_SPEC
@@ -16,10 +17,11 @@ def unsupported(doc: ExperimentDoc, job: TrainJobDoc) -> Iterator[str]:
     spec = doc.spec
     yield from extras(doc, "")
     yield from extras(job, TRIAL_SPEC)
-    if spec.early_stopping is not None and spec.early_stopping.algorithm_name == "medianstop":
+    if spec.early_stopping is not None and spec.early_stopping.algorithm_name in MEDIANSTOP_ALGORITHMS:
         yield (
-            "spec.earlyStopping.algorithmName=medianstop: runs as the live katib-progress 'median' policy "
-            "(min_trials_required -> min_trials)"
+            f"spec.earlyStopping.algorithmName={spec.early_stopping.algorithm_name}: Katib's rule, live; "
+            "a trial is judged against the trials that had succeeded when it first reported (Katib: "
+            "when it was created; locally nothing calls GetEarlyStoppingRules)"
         )
     template = spec.trial_template
     if template.success_condition or template.failure_condition:
@@ -86,15 +88,6 @@ def _collector_notes(collector: Collector) -> Iterator[str]:
 
 
 def _settings_notes(doc: ExperimentDoc) -> Iterator[str]:
-    early = doc.spec.early_stopping
-    if early is not None and early.algorithm_name == "medianstop":
-        for i, setting in enumerate(early.algorithm_settings):
-            if setting.name == "start_step":
-                yield (
-                    f"spec.earlyStopping.algorithmSettings[{i}] start_step={setting.value}: not used; "
-                    "Katib's stop rule counts metric reports in a collector sidecar, the live median "
-                    "policy waits warmup_progress % of progress instead"
-                )
     algorithm = doc.spec.algorithm
     if algorithm.algorithm_name == "cmaes":
         for i, setting in enumerate(algorithm.algorithm_settings):

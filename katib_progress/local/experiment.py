@@ -17,7 +17,11 @@ from typing import Any
 import yaml
 
 from katib_progress.core.errors import ConfigError
-from katib_progress.core.pruning import hyperband_pruning_settings
+from katib_progress.core.pruning import (
+    MEDIANSTOP_ALGORITHMS,
+    early_stopping_settings,
+    hyperband_pruning_settings,
+)
 from katib_progress.local._collector import collector_of
 from katib_progress.local._model import ExperimentDoc
 from katib_progress.local._notices import unsupported
@@ -69,19 +73,16 @@ class LocalExperiment:
     def pruning_settings(self) -> dict[str, str] | None:
         """``spec.earlyStopping`` settings for the pruning service (None: no pruning).
 
-        Stock Katib's ``medianstop`` runs as our live ``median`` policy (its ``min_trials_required``
-        becomes ``min_trials``); any other algorithm name hands its settings over unchanged.
+        Katib's ``medianstop`` (or ``kp-medianstop``) runs as the ``medianstop`` policy, Katib's rule
+        live, with its settings (``core.pruning.early_stopping_settings``); any other algorithm name
+        hands its settings over unchanged.
         """
         early = self.doc.spec.early_stopping
         if early is None:
             return None
         settings = {s.name: s.value for s in early.algorithm_settings}
-        if early.algorithm_name == "medianstop":
-            out = {"policy": "median"}
-            if "min_trials_required" in settings:
-                out["min_trials"] = settings.pop("min_trials_required")
-            out.update(settings)
-            return out
+        if early.algorithm_name in MEDIANSTOP_ALGORITHMS:
+            return early_stopping_settings(early.algorithm_name, settings)
         # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped
         algorithm = self.doc.spec.algorithm
         given = {s.name: s.value for s in algorithm.algorithm_settings}

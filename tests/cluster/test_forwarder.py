@@ -260,6 +260,9 @@ def test_address_template_and_settings_validation() -> None:
         ("kp-tpe", "", {"sugg": "nop"}, 1),
         ("random", "katib-progress", {"es": "median"}, 0),
         ("random", "medianstop", {}, 0),
+        # Katib's medianstop served by our early-stopping image (issue 25): Katib's rule, live
+        ("kp-tpe", "kp-medianstop", {"es": "medianstop", "sugg": "nop"}, 0),
+        ("random", "kp-medianstop", {"es": "medianstop"}, 0),
         ("random", "", {}, 0),
     ],
 )

@@ -146,17 +146,23 @@ def test_fingerprint_ignores_counts_only(tmp_path: Path) -> None:
     assert _parse(other, tmp_path).fingerprint != fp
 
 
-def test_medianstop_maps_to_median_policy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["medianstop", "kp-medianstop"])
+def test_medianstop_runs_katibs_rule_with_its_settings(tmp_path: Path, name: str) -> None:
     doc = experiment_doc(
         ["--x=${trialParameters.x}"],
         early_stopping={
-            "algorithmName": "medianstop",
-            "algorithmSettings": [{"name": "min_trials_required", "value": "2"}],
+            "algorithmName": name,
+            "algorithmSettings": [
+                {"name": "min_trials_required", "value": "2"},
+                {"name": "start_step", "value": "5"},
+            ],
         },
     )
     exp = _parse(doc, tmp_path)
-    assert exp.pruning_settings() == {"policy": "median", "min_trials": "2"}
-    assert any("medianstop" in n for n in exp.unsupported)
+    assert exp.pruning_settings() == {"policy": "medianstop", "min_trials_required": "2", "start_step": "5"}
+    (note,) = [n for n in exp.unsupported if "medianstop" in n]
+    assert "when it first reported" in note  # the one difference from Katib's, said
+    assert not any("start_step" in n for n in exp.unsupported)
 
 
 def test_bundled_example_loads() -> None:

@@ -1,4 +1,5 @@
-"""``multivariate-tpe`` is Katib's: Optuna 3.3's multivariate TPE (``_katib_tpe``).
+"""``multivariate-tpe`` and ``tpe`` are Katib's: Optuna 3.3's multivariate and independent TPE
+(``_katib_tpe``).
 
 The estimator's rules are checked against values computed by hand; the whole service against a
 fixture of what Katib's own service (Optuna 3.3.0) suggested, recorded over gRPC with
@@ -357,24 +358,44 @@ def test_suggestion_comparison_allows_last_place_only() -> None:
     assert not _same_suggestions([trial], [trial, trial])
 
 
-def _katib(address: str) -> FakeKatib:
-    settings = json.loads(FIXTURE.read_text())["settings"]
-    return FakeKatib(address, experiment(algorithm="multivariate-tpe", settings=settings, params=params()))
+#: What Katib's own service suggested (``benchmarks/katib_tpe_fixture.py``; ``--algorithm tpe`` for
+#: the independent TPE, recorded with Katib at 33c8ff4 and Optuna 3.3.0, which also reproduces the
+#: multivariate fixture byte for byte).
+FIXTURES = {"multivariate-tpe": FIXTURE, "tpe": FIXTURE.with_name("katib_tpe.json")}
 
 
-def test_suggests_what_katibs_own_service_suggests(start_server) -> None:
-    expected = [tuple(tuple(a) for a in t) for t in json.loads(FIXTURE.read_text())["trials"]]
+def _expected(algorithm: str) -> list[tuple[tuple[str, ...], ...]]:
+    return [tuple(tuple(a) for a in t) for t in json.loads(FIXTURES[algorithm].read_text())["trials"]]
+
+
+def _katib(address: str, algorithm: str) -> FakeKatib:
+    settings = json.loads(FIXTURES[algorithm].read_text())["settings"]
+    return FakeKatib(address, experiment(algorithm=algorithm, settings=settings, params=params()))
+
+
+@pytest.mark.parametrize("algorithm", sorted(FIXTURES))
+def test_suggests_what_katibs_own_service_suggests(start_server, algorithm: str) -> None:
+    expected = _expected(algorithm)
     assert len(expected) == TRIALS
-    katib = _katib(start_server().bound_addresses[0])
+    katib = _katib(start_server().bound_addresses[0], algorithm)
     for _ in range(TRIALS):
         (trial,) = katib.ask(1)
         katib.finish(trial)
     assert _same_suggestions([t.assignments for t in katib.trials], expected)
 
 
-def test_a_restarted_service_continues_katibs_suggestions(start_server) -> None:
-    expected = [tuple(tuple(a) for a in t) for t in json.loads(FIXTURE.read_text())["trials"]]
-    katib = _katib(start_server().bound_addresses[0])
+def test_tpe_and_multivariate_tpe_are_different_samplers() -> None:
+    """The two fixtures share their startup trials (the same random stream) and part after them."""
+    tpe, multivariate = _expected("tpe"), _expected("multivariate-tpe")
+    startup = int(json.loads(FIXTURE.read_text())["settings"]["n_startup_trials"])
+    assert tpe[:startup] == multivariate[:startup]
+    assert tpe[startup] != multivariate[startup]
+
+
+@pytest.mark.parametrize("algorithm", sorted(FIXTURES))
+def test_a_restarted_service_continues_katibs_suggestions(start_server, algorithm: str) -> None:
+    expected = _expected(algorithm)
+    katib = _katib(start_server().bound_addresses[0], algorithm)
     for i in range(TRIALS):
         if i in (3, 12):  # in the startup trials and in TPE's
             katib.close()

@@ -1,5 +1,6 @@
-"""tpe defaults (chosen by measurement, docs/suggestion.md "TPE defaults"); multivariate-tpe is Katib's
-(Optuna 3.3's defaults, test_katib_tpe.py); Katib's setting names keep their meaning (over gRPC)."""
+"""``tpe`` and ``multivariate-tpe`` are Katib's (Optuna 3.3's TPE with Katib's defaults and setting
+names, test_katib_tpe.py); the sampler an earlier measurement tuned is ``tuned-tpe``, a name of its
+own (docs/suggestion.md, "TPE defaults"). Over gRPC."""
 
 from __future__ import annotations
 
@@ -18,20 +19,28 @@ def _sampler(server, katib: FakeKatib):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("algorithm", ["tpe", "kp-tpe"])
-def test_defaults_are_multivariate_with_64_candidates(start_server, algorithm) -> None:
+def test_tpe_is_katibs_independent_tpe_with_katibs_defaults(start_server, algorithm) -> None:
     server = start_server()
     sampler = _sampler(server, FakeKatib(server.bound_addresses[0], experiment(algorithm=algorithm)))
-    assert type(sampler).__name__ == "TPESampler"
-    assert sampler._multivariate is True and sampler._n_ei_candidates == 64
-    assert sampler._n_startup_trials == 10 and sampler._constant_liar is True
-    assert sampler._parzen_estimator_parameters.prior_weight == 1.0
+    assert isinstance(sampler, KatibTPESampler)
+    assert (sampler._multivariate, sampler._n_ei, sampler._n_startup, sampler._prior_weight) == (
+        False,
+        24,
+        10,
+        1.0,
+    )
 
 
 def test_multivariate_tpe_has_katibs_defaults_and_setting_names(start_server) -> None:
     server = start_server()
     sampler = _sampler(server, FakeKatib(server.bound_addresses[0], experiment(algorithm="multivariate-tpe")))
     assert isinstance(sampler, KatibTPESampler)
-    assert (sampler._n_ei, sampler._n_startup, sampler._prior_weight) == (24, 10, 1.0)
+    assert (sampler._multivariate, sampler._n_ei, sampler._n_startup, sampler._prior_weight) == (
+        True,
+        24,
+        10,
+        1.0,
+    )
     settings = {"n_startup_trials": "4", "n_ei_candidates": "12", "random_state": "7"}
     exp = experiment(name="set", algorithm="multivariate-tpe", settings=settings)
     sampler = _sampler(server, FakeKatib(server.bound_addresses[0], exp))
@@ -39,29 +48,37 @@ def test_multivariate_tpe_has_katibs_defaults_and_setting_names(start_server) ->
     assert (sampler._n_ei, sampler._n_startup) == (12, 4)
 
 
-def test_katib_setting_names_and_the_independent_tpe(start_server) -> None:
+@pytest.mark.parametrize("algorithm", ["tuned-tpe", "kp-tuned-tpe"])
+def test_the_tuned_sampler_has_a_name_of_its_own(start_server, algorithm) -> None:
     server = start_server()
+    sampler = _sampler(server, FakeKatib(server.bound_addresses[0], experiment(algorithm=algorithm)))
+    assert type(sampler).__name__ == "TPESampler"
+    assert sampler._multivariate is True and sampler._n_ei_candidates == 64
+    assert sampler._n_startup_trials == 10 and sampler._constant_liar is True
     settings = {
         "n_startup_trials": "4",
         "n_ei_candidates": "12",
         "random_state": "7",
         "multivariate": "false",
     }
-    sampler = _sampler(
-        server, FakeKatib(server.bound_addresses[0], experiment(algorithm="tpe", settings=settings))
-    )
-    assert (
-        sampler._multivariate is False and sampler._n_ei_candidates == 12 and sampler._n_startup_trials == 4
-    )
+    exp = experiment(name="set", algorithm=algorithm, settings=settings)
+    sampler = _sampler(server, FakeKatib(server.bound_addresses[0], exp))
+    assert (sampler._multivariate, sampler._n_ei_candidates, sampler._n_startup_trials) == (False, 12, 4)
 
 
-def test_multivariate_tpe_cannot_be_made_independent(start_server) -> None:
+@pytest.mark.parametrize(
+    ("algorithm", "settings"),
+    [
+        ("tpe", {"multivariate": "true"}),  # Katib's tpe knows no such setting
+        ("multivariate-tpe", {"multivariate": "false"}),
+    ],
+)
+def test_katib_names_refuse_settings_that_would_change_the_algorithm(
+    start_server, algorithm, settings
+) -> None:
     server = start_server()
-    katib = FakeKatib(
-        server.bound_addresses[0],
-        experiment(algorithm="multivariate-tpe", settings={"multivariate": "false"}),
-    )
+    katib = FakeKatib(server.bound_addresses[0], experiment(algorithm=algorithm, settings=settings))
     with pytest.raises(grpc.RpcError) as info:
         katib.validate()
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "algorithmSettings.multivariate='false'" in str(info.value.details())
+    assert f"algorithmSettings.multivariate='{settings['multivariate']}'" in str(info.value.details())

@@ -2,9 +2,10 @@
 
 Which experiments are pruned (documented in docs/cluster.md; routing in collector/forwarder.py):
 
-- ``spec.earlyStopping.algorithmName == "katib-progress"``: points are forwarded to our
-  early-stopping container with the Experiment's ``earlyStopping.algorithmSettings`` (policies may
-  prune): ``pruning_spec()``;
+- ``spec.earlyStopping.algorithmName`` ``katib-progress`` or ``kp-medianstop`` (Katib's medianstop
+  served by our early-stopping image): points are forwarded to our early-stopping container with the
+  Experiment's ``earlyStopping.algorithmSettings`` (policies may prune; for ``kp-medianstop``
+  Katib's settings with ``policy=medianstop``): ``pruning_spec()``;
 - an algorithm of ours (``kp-*``), whatever the early stopping: points are also forwarded to our
   suggestion container with ``policy=nop`` so it learns the curves (never prunes): ``curve_spec()``;
 - anything else: collected, never forwarded, never pruned.
@@ -24,8 +25,8 @@ from kubernetes import client
 
 from katib_progress.collector.kube._client import classify
 from katib_progress.core.errors import ConfigError
-from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
-from katib_progress.core.pruning import PruningSpec, hyperband_pruning_settings
+from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHMS
+from katib_progress.core.pruning import PruningSpec, early_stopping_settings, hyperband_pruning_settings
 
 _log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class ExperimentInfo:
     @property
     def prunes(self) -> bool:
         """True when our early stopping is configured (policies may prune)."""
-        return self.early_stopping == EARLY_STOPPING_ALGORITHM
+        return self.early_stopping in EARLY_STOPPING_ALGORITHMS
 
     @property
     def forwarded(self) -> bool:
@@ -63,7 +64,8 @@ class ExperimentInfo:
         if not self.prunes or not self.objective_metric:
             return None
         # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped
-        completed = hyperband_pruning_settings(self.algorithm, self.algorithm_settings, self.settings)
+        ours = early_stopping_settings(self.early_stopping, self.settings)
+        completed = hyperband_pruning_settings(self.algorithm, self.algorithm_settings, ours)
         settings = MappingProxyType(completed)
         return PruningSpec(self.objective_metric, self.direction or "minimize", settings)
 

@@ -4,13 +4,13 @@ Where points go (docs/cluster.md, "Which container serves what"): Katib runs the
 (Service port 6789) and, when ``spec.earlyStopping`` is set, the early-stopping container (port
 6788) in one pod behind one Service (suggestion/composer/composer.go ``DesiredService``):
 
-- ``earlyStopping.algorithmName: katib-progress``: our pruning engine runs in the early-stopping
-  container: points go to ``address_template`` (default ``...:6788``) with the Experiment's settings
-  and PRUNE decisions are enforced;
+- ``earlyStopping.algorithmName: katib-progress`` or ``kp-medianstop`` (Katib's medianstop served by our
+  image): our pruning engine runs in the early-stopping container: points go to ``address_template``
+  (default ``...:6788``) with the Experiment's settings and PRUNE decisions are enforced;
 - a ``kp-*`` algorithm: our suggestion container learns the curves: points go to
-  ``suggestion_address_template`` (default ``...:6789``) with ``policy=nop`` (never prunes). With
-  any other early stopping (e.g. ``medianstop``) or none, 6788 is not ours (or absent) and nothing
-  is sent there; ``on_notice`` is told once per Experiment that live pruning is unavailable;
+  ``suggestion_address_template`` (default ``...:6789``) with ``policy=nop`` (never prunes). With any
+  other early stopping (e.g. Katib's own ``medianstop`` image) or none, 6788 is not ours (or absent) and
+  nothing is sent there; ``on_notice`` is told once per Experiment that live pruning is unavailable;
 - anything else: nothing is forwarded.
 
 ``submit_final(job, state)`` reports a trial's end (``complete``/``failed``/``pruned``) once to the

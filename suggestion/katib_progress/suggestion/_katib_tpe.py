@@ -1,10 +1,12 @@
-"""``multivariate-tpe``: the multivariate TPE of Katib's image (Optuna 3.3), on this Optuna.
+"""``multivariate-tpe`` and ``tpe``: the TPE of Katib's image (Optuna 3.3), on this Optuna.
 
-Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` of
-Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration``, base_service.py
-``_create_sampler``; cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna
-5.0's ``TPESampler`` differs from it in ways that change every suggestion after the startup trials
-(each rule below names the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
+Katib's service runs ``TPESampler(multivariate=True, constant_liar=True, seed=random_state)`` for
+``multivariate-tpe`` and ``TPESampler(constant_liar=True, seed=random_state)`` (3.3's independent
+TPE) for ``tpe``, of Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py
+``OptimizerConfiguration``, base_service.py ``_create_sampler``;
+cmd/suggestion/optuna/v1beta1/requirements.txt pins ``optuna==3.3.0``). Optuna 5.0's ``TPESampler``
+differs from it in ways that change every suggestion after the startup trials (each rule below names
+the 3.3 file and function it follows; paths under ``optuna/samplers/_tpe/``):
 
 - bandwidths: 3.3's multivariate estimator gives every observation one Scott-like bandwidth,
   ``0.2 * n ** (-1 / (d + 4)) * range`` (parzen_estimator.py ``_calculate_numerical_distributions``,
@@ -21,6 +23,9 @@ Optuna 3.3.0 (pkg/suggestion/v1beta1/optuna/service.py ``OptimizerConfiguration`
   (_erf.py ``erf``, s_erf.c), 5.0 with ``math.erf`` for fewer than 2000 values;
 - quantiles: 3.3 inverts ``log_ndtr`` by 100 bisections of [-100, 100] (_truncnorm.py
   ``_ndtri_exp``), 5.0 by Newton's method to a relative 1e-8: different last digits.
+
+The independent TPE differs from the multivariate one only in its bandwidths (``_neighbour_sigmas``)
+and in sampling each parameter on its own (``KatibTPESampler``).
 
 ``KatibTPESampler`` implements 3.3's rules (the formulas, with the same NumPy operations in the
 same order, so the same floating-point results) and reads Katib's two random streams: 3.3's
@@ -447,6 +452,28 @@ def default_gamma(n: int) -> int:
     return min(int(np.ceil(0.1 * n)), 25)
 
 
+def _neighbour_sigmas(obs: np.ndarray, low: Any, high: Any, step: Any) -> np.ndarray:
+    """3.3 parzen_estimator.py ``compute_sigmas``, the independent branch with Katib's parameters
+    (prior on, endpoints off): the observations and the prior's mean sorted between the range's ends
+    (widened by half a step), each one's bandwidth the larger gap to its two neighbours; the lowest
+    and the highest take the gap to their inner neighbour instead (``consider_endpoints=False``, once
+    there are at least four points with the ends); in the observations' order, the prior's dropped.
+    The same NumPy operations in the same order (``argsort``'s default quicksort included: it orders
+    ties as 3.3 does)."""
+    mus_with_prior = np.append(obs, 0.5 * (low + high))
+    sorted_indices = np.argsort(mus_with_prior)
+    sorted_mus = mus_with_prior[sorted_indices]
+    ends = np.empty(len(mus_with_prior) + 2, dtype=float)
+    ends[0] = low - step / 2
+    ends[1:-1] = sorted_mus
+    ends[-1] = high + step / 2
+    sorted_sigmas = np.maximum(ends[1:-1] - ends[0:-2], ends[2:] - ends[1:-1])
+    if ends.shape[0] >= 4:
+        sorted_sigmas[0] = ends[2] - ends[1]
+        sorted_sigmas[-1] = ends[-2] - ends[-3]
+    return np.asarray(sorted_sigmas[np.argsort(sorted_indices)][: len(obs)])
+
+
 def _is_log(dist: BaseDistribution) -> bool:
     return isinstance(dist, (FloatDistribution, IntDistribution)) and dist.log
 
@@ -462,6 +489,7 @@ class ParzenEstimator:
         space: dict[str, BaseDistribution],
         prior_weight: float = PRIOR_WEIGHT,
         weights: Callable[[int], np.ndarray] = default_weights,
+        multivariate: bool = True,
     ) -> None:
         self._space = space
         obs = self._transform(observations)
@@ -472,7 +500,8 @@ class ParzenEstimator:
         w /= w.sum()
         self.weights = w
         self.kernels = [
-            self._kernels(obs[:, i], dist, prior_weight, len(space)) for i, dist in enumerate(space.values())
+            self._kernels(obs[:, i], dist, prior_weight, len(space), multivariate)
+            for i, dist in enumerate(space.values())
         ]
         self._bounds: dict[int, _Bounds] = {}
 
@@ -506,7 +535,7 @@ class ParzenEstimator:
 
     @staticmethod
     def _kernels(
-        obs: np.ndarray, dist: BaseDistribution, prior_weight: float, dims: int
+        obs: np.ndarray, dist: BaseDistribution, prior_weight: float, dims: int, multivariate: bool = True
     ) -> _Categorical | _Numerical:
         n = len(obs)
         if isinstance(dist, CategoricalDistribution):
@@ -525,10 +554,15 @@ class ParzenEstimator:
         if step is not None and dist.log:
             low, high, step = np.log(dist.low - step / 2), np.log(dist.high + step / 2), None
         span = high - low + (step or 0)
-        # 3.3 ``_calculate_numerical_distributions`` / ``compute_sigmas`` (multivariate): one
-        # bandwidth for all, clipped to [span / min(100, n + 2), span]; the prior: middle, span.
-        sigma = _SIGMA0 * max(n, 1) ** (-1.0 / (dims + 4)) * span
-        sigmas = np.full(shape=(n,), fill_value=sigma)
+        # 3.3 ``_calculate_numerical_distributions`` / ``compute_sigmas``: multivariate, one
+        # bandwidth for all; independent, each observation's distance to its farther neighbour
+        # (``_neighbour_sigmas``); both clipped to [span / min(100, n + 2), span]; the prior:
+        # middle, span.
+        if multivariate:
+            sigma = _SIGMA0 * max(n, 1) ** (-1.0 / (dims + 4)) * span
+            sigmas = np.full(shape=(n,), fill_value=sigma)
+        else:
+            sigmas = _neighbour_sigmas(obs, low, high, step or 0)
         sigmas = np.asarray(np.clip(sigmas, 1.0 * span / min(100.0, (1.0 + n + 1)), 1.0 * span))
         mus = np.append(obs, [0.5 * (low + high)])
         sigmas = np.append(sigmas, [1.0 * span])
@@ -622,8 +656,16 @@ def _score(trial: FrozenTrial, sign: float) -> tuple[float, float]:
 
 
 class KatibTPESampler(BaseSampler):
-    """Optuna 3.3's ``TPESampler(multivariate=True, constant_liar=True, seed=seed)`` for one fixed
-    search space, single objective, as Katib's ``multivariate-tpe`` runs it."""
+    """Optuna 3.3's ``TPESampler(multivariate=multivariate, constant_liar=True, seed=seed)`` for one
+    fixed search space, single objective, as Katib's ``multivariate-tpe`` (``multivariate=True``) and
+    ``tpe`` (``multivariate=False``) run it (optuna/service.py ``OptimizerConfiguration``: ``tpe``
+    sets ``constant_liar`` only, so 3.3's default ``multivariate=False`` holds).
+
+    The independent TPE (3.3 sampler.py: ``infer_relative_search_space`` returns ``{}`` without
+    ``multivariate``, so ``Trial._suggest`` asks ``sample_independent`` for each parameter in the
+    order of Katib's search space) samples each parameter from its own one-dimensional estimators,
+    ``_sample(study, trial, {name: distribution})``, with the neighbour bandwidths
+    (``_neighbour_sigmas``), from the same TPE random state, parameter after parameter."""
 
     def __init__(
         self,
@@ -633,8 +675,10 @@ class KatibTPESampler(BaseSampler):
         n_ei_candidates: int = 24,
         seed: int | None = None,
         prior_weight: float = PRIOR_WEIGHT,
+        multivariate: bool = True,
     ) -> None:
         self._space = dict(space)
+        self._multivariate = multivariate
         self._n_startup = n_startup_trials
         self._n_ei = n_ei_candidates
         self._prior_weight = prior_weight
@@ -645,16 +689,23 @@ class KatibTPESampler(BaseSampler):
         # each trial's internal parameter values, by (storage, trial id, parameters): a trial's
         # parameters are set when it is created and never change
         self._reprs: dict[tuple[int, int, tuple[str, ...]], tuple[Any, ...] | None] = {}
-        self._below: tuple[tuple[Any, ...], ParzenEstimator] | None = None
+        # l(x) per search space (one per parameter for the independent TPE), for one set of below
+        # trials
+        self._below_trials: tuple[Any, ...] | None = None
+        self._split_kept: tuple[tuple[int, int, int], tuple[list[FrozenTrial], list[FrozenTrial]]] | None = (
+            None
+        )
+        self._below: dict[tuple[Any, ...], ParzenEstimator] = {}
 
     # -- Katib's streams ------------------------------------------------------------------------
 
     def _draws_per_ask(self, first: bool) -> int:
         """Uniforms one TPE ask takes: the kernel choice and one per parameter, per candidate
         (``sample``); with nothing finished yet (``n_startup_trials`` 0, first ask) 3.3 samples each
-        parameter on its own (sampler.py ``sample_independent`` -> ``_sample``): two per candidate each."""
+        parameter on its own (sampler.py ``sample_independent`` -> ``_sample``): two per candidate each,
+        as the independent TPE always does."""
         d = sum(not dist.single() for dist in self._space.values())
-        return 2 * d * self._n_ei if first else (1 + d) * self._n_ei
+        return 2 * d * self._n_ei if first or not self._multivariate else (1 + d) * self._n_ei
 
     def position_stream(self, seed: int, index: int) -> None:
         """Put both random states where Katib's service has them before its ask number ``index``.
@@ -688,9 +739,12 @@ class KatibTPESampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         """3.3 ``infer_relative_search_space``: the finished trials' common parameters, by name.
-        During the startup trials the whole space: their random values are drawn at once."""
+        During the startup trials the whole space: their random values are drawn at once. The
+        independent TPE: none (every parameter through ``sample_independent``)."""
         if self._n_finished(study) < self._n_startup:
             return {name: dist for name, dist in self._space.items() if not dist.single()}
+        if not self._multivariate:
+            return {}
         space = self._intersection.calculate(study, use_cache=True)
         return {name: dist for name, dist in space.items() if not dist.single()}
 
@@ -720,6 +774,29 @@ class KatibTPESampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial, space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         """3.3 sampler.py ``_sample`` with constant liar: running trials count as the worst."""
+        below, above = self._split(study, trial)
+        l_est = self._below_estimator(study, below, space)
+        g_est = ParzenEstimator(
+            self._observations(study, above, space),
+            space,
+            self._prior_weight,
+            multivariate=self._multivariate,
+        )
+        samples = l_est.sample(self._rng.rng, self._n_ei)
+        if self._drawn is not None:
+            self._drawn += (1 + len(space)) * self._n_ei
+        score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
+        best = int(np.argmax(score))
+        return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+
+    def _split(self, study: optuna.Study, trial: FrozenTrial) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+        """The other trials split into below and above (3.3 sampler.py ``_sample``:
+        ``_get_observation_pairs``, ``_split_observation_pairs``). The independent TPE asks it once
+        per parameter of a trial, while the study's other trials stay as they are: kept for the
+        trial being sampled."""
+        key = (id(study._storage), trial._trial_id, trial.number)
+        if self._split_kept is not None and self._split_kept[0] == key:
+            return self._split_kept[1]
         trials = [
             t
             for t in study._get_trials(
@@ -731,16 +808,9 @@ class KatibTPESampler(BaseSampler):
         scores = [_score(t, sign) for t in trials]
         n = sum(s[0] < math.inf for s in scores)
         below, above = split(scores, default_gamma(n))
-        l_est = self._below_estimator(study, [trials[i] for i in below], space)
-        g_est = ParzenEstimator(
-            self._observations(study, [trials[i] for i in above], space), space, self._prior_weight
-        )
-        samples = l_est.sample(self._rng.rng, self._n_ei)
-        if self._drawn is not None:
-            self._drawn += (1 + len(space)) * self._n_ei
-        score = l_est.log_pdf(samples) - g_est.log_pdf(samples)
-        best = int(np.argmax(score))
-        return {name: dist.to_external_repr(samples[name][best].item()) for name, dist in space.items()}
+        kept = ([trials[i] for i in below], [trials[i] for i in above])
+        self._split_kept = (key, kept)
+        return kept
 
     def _below_estimator(
         self, study: optuna.Study, below: Sequence[FrozenTrial], space: dict[str, BaseDistribution]
@@ -748,11 +818,20 @@ class KatibTPESampler(BaseSampler):
         """``l(x)``: a function of the below trials' parameters alone, so the one built for the same
         trials is reused (the asks of one call share it: with constant liar the new running trials
         join ``g(x)``), with the kernels' bounds it has computed."""
-        key = (id(study._storage), tuple(t._trial_id for t in below), tuple(space.items()))
-        if self._below is None or self._below[0] != key:
-            estimator = ParzenEstimator(self._observations(study, below, space), space, self._prior_weight)
-            self._below = (key, estimator)
-        return self._below[1]
+        key = (id(study._storage), tuple(t._trial_id for t in below))
+        if self._below_trials != key:
+            self._below_trials, self._below = key, {}
+        space_key = tuple(space.items())
+        estimator = self._below.get(space_key)
+        if estimator is None:
+            estimator = ParzenEstimator(
+                self._observations(study, below, space),
+                space,
+                self._prior_weight,
+                multivariate=self._multivariate,
+            )
+            self._below[space_key] = estimator
+        return estimator
 
     def _observations(
         self, study: optuna.Study, trials: Sequence[FrozenTrial], space: dict[str, BaseDistribution]

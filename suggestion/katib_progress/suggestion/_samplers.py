@@ -4,14 +4,14 @@ Every ask samples with a seed derived from (random_state, trial index), so each 
 only on the seed and the study's trials, not on how long the process has lived: a service rebuilt
 from Katib's trial list continues exactly where it was. ``AskSamplers`` keeps one sampler per
 experiment and, before each ask, puts every random state in it into the state a sampler freshly
-built with that ask's seed would have; what else the sampler keeps (the search-space intersection
-it updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
+built with that ask's seed would have; what else the sampler keeps (the search-space intersection it
+updates incrementally; ``cmaes``' CMA-ES optimizer, see ``_cma``) is a function of the study's
 trials. Building a sampler per ask made Optuna recompute that intersection over every trial on every
-ask. ``random``, ``multivariate-tpe`` and ``cmaes`` are the exceptions: they read Katib's streams,
-seeded once per experiment. ``random`` and ``multivariate-tpe`` position theirs from the trial index
-(``SpaceRandomSampler.position_stream``, ``KatibTPESampler.position_stream``), so the index alone
-still fixes each suggestion; ``cmaes`` records in the trials what its streams gave and a reloaded
-study replays that (``_cma``).
+ask. ``random``, ``tpe``, ``multivariate-tpe`` and ``cmaes`` are the exceptions: they read Katib's
+streams, seeded once per experiment. ``random``, ``tpe`` and ``multivariate-tpe`` position theirs
+from the trial index (``SpaceRandomSampler.position_stream``, ``KatibTPESampler.position_stream``),
+so the index alone still fixes each suggestion; ``cmaes`` records in the trials what its streams
+gave and a reloaded study replays that (``_cma``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from katib_progress.suggestion._settings import (
     QMCSettings,
     RandomSettings,
     TPESettings,
+    TunedTPESettings,
 )
 from katib_progress.suggestion._space import Space
 
@@ -46,14 +47,15 @@ def make_sampler(
 ) -> BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if isinstance(settings, MultivariateTPESettings):
+        if isinstance(settings, (TPESettings, MultivariateTPESettings)):
             return KatibTPESampler(
                 space,
                 n_startup_trials=settings.n_startup_trials,
                 n_ei_candidates=settings.effective_ei_candidates,
                 seed=seed,
+                multivariate=settings.multivariate_tpe,
             )
-        if isinstance(settings, TPESettings):
+        if isinstance(settings, TunedTPESettings):
             # Optuna 4.9 deprecated prior_weight (removal planned for 6.0); Optuna is pinned to 5.0.
             warnings.simplefilter("ignore", FutureWarning)
             return optuna.samplers.TPESampler(
@@ -122,7 +124,9 @@ class AskSamplers:
         # ``random`` draws Katib's stream (SpaceRandomSampler.position_stream): the experiment's seed
         # itself, positioned by the ask's index, instead of a seed derived per ask.
         # ``multivariate-tpe`` reads Katib's two streams the same way (KatibTPESampler.position_stream).
-        self._stream_seed = seed if type(settings) in (RandomSettings, MultivariateTPESettings) else None
+        # ``tpe`` too (the same sampler, independent).
+        katib_streams = (RandomSettings, MultivariateTPESettings, TPESettings)
+        self._stream_seed = seed if type(settings) in katib_streams else None
 
     @property
     def streams(self) -> bool:

@@ -1,9 +1,10 @@
 """Typed algorithm settings: one pydantic model per algorithm name.
 
 Setting names and meanings follow Katib's stock Optuna suggestion image (``tpe``,
-``multivariate-tpe``, ``cmaes``, ``random``, ``grid``); ``gp`` and ``qmc`` are additions; Katib's
-``sobol``, ``bayesianoptimization`` and ``hyperband`` are served by them (docs/suggestion.md).
-Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces them.
+``multivariate-tpe``, ``cmaes``, ``random``, ``grid``); ``gp``, ``qmc`` and ``tuned-tpe`` are
+additions; Katib's ``sobol``, ``bayesianoptimization`` and ``hyperband`` are served by them
+(docs/suggestion.md). Values arrive as strings (Katib's ``algorithmSettings``); pydantic coerces
+them.
 """
 
 from __future__ import annotations
@@ -36,22 +37,19 @@ class _Settings(BaseModel):
     random_state: Seed | None = None
 
 
-class TPESettings(_Settings):
-    """``tpe``: Optuna's TPESampler (constant liar on, as in Katib: optuna/service.py
-    ``OptimizerConfiguration``). Katib's setting names (``n_startup_trials``, ``n_ei_candidates``,
-    ``random_state``) keep their meaning; the defaults were chosen by measurement (docs/suggestion.md,
-    "TPE defaults"): Katib's image runs Optuna 3.3, whose independent TPE this Optuna no longer
-    reproduces, and here the multivariate TPE with 64 candidates is no worse on the benchmark
-    functions. ``multivariate=false`` gives the independent TPE.
-    """
+class _KatibTPESettings(_Settings):
+    """Katib's TPE settings (optuna/service.py ``_validate_tpe_setting``: ``n_startup_trials``,
+    ``n_ei_candidates``, ``random_state``, each >= 0) with Optuna 3.3's ``TPESampler`` defaults, as
+    Katib's image leaves them (10 startup trials, 24 candidates)."""
+
+    #: Whether the sampler is the multivariate TPE (Katib's ``multivariate-tpe``) or the independent one.
+    multivariate_tpe: ClassVar[bool] = False
 
     n_startup_trials: Annotated[int, Field(ge=0)] = 10
     #: Katib accepts 0 (optuna/service.py ``_validate_tpe_setting``: ">= 0"); Optuna then fails every
     #: ask after the startup trials, so 0 samples with one candidate (``effective_ei_candidates``).
-    n_ei_candidates: Annotated[int, Field(ge=0)] = 64
-    multivariate: bool = True
-    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0 (``multivariate-tpe`` runs
-    #: Katib's own sampler, ``_katib_tpe``).
+    n_ei_candidates: Annotated[int, Field(ge=0)] = 24
+    #: TPESampler's ``prior_weight`` (not a Katib setting): Optuna's 1.0.
     prior_weight: ClassVar[float] = 1.0
 
     @property
@@ -59,14 +57,37 @@ class TPESettings(_Settings):
         return max(1, self.n_ei_candidates)
 
 
-class MultivariateTPESettings(TPESettings):
+class TPESettings(_KatibTPESettings):
+    """``tpe``: Katib's own, Optuna 3.3's independent TPE with constant liar (optuna/service.py
+    ``OptimizerConfiguration``: ``tpe`` sets ``constant_liar`` and leaves ``multivariate`` off),
+    reimplemented on this Optuna (``_katib_tpe.KatibTPESampler``): for the same ``random_state`` it
+    suggests what Katib's service suggests (docs/suggestion.md, "TPE defaults")."""
+
+
+class MultivariateTPESettings(_KatibTPESettings):
     """``multivariate-tpe``: Katib's own, Optuna 3.3's multivariate TPE (``_katib_tpe``), with
     Katib's defaults (Optuna 3.3's ``TPESampler``: 24 candidates, prior weight 1.0): for the same
     ``random_state`` it suggests what Katib's service suggests (docs/suggestion.md, "TPE defaults").
-    """
+    ``multivariate`` is accepted as ``true`` only (it was this service's setting)."""
 
-    n_ei_candidates: Annotated[int, Field(ge=0)] = 24
+    multivariate_tpe: ClassVar[bool] = True
     multivariate: Literal[True] = True
+
+
+class TunedTPESettings(_Settings):
+    """``tuned-tpe``: not a Katib name. This Optuna's ``TPESampler`` with the defaults an earlier
+    measurement chose on three benchmark functions (multivariate, 64 candidates; constant liar on).
+    It was ``tpe``'s until Katib's ``tpe`` was served as Katib's; on functions it was not chosen on it
+    was worse than Katib's ``tpe`` (docs/suggestion.md, "TPE defaults"), so it is a default of nothing."""
+
+    n_startup_trials: Annotated[int, Field(ge=0)] = 10
+    n_ei_candidates: Annotated[int, Field(ge=0)] = 64
+    multivariate: bool = True
+    prior_weight: ClassVar[float] = 1.0
+
+    @property
+    def effective_ei_candidates(self) -> int:
+        return max(1, self.n_ei_candidates)
 
 
 class CmaEsSettings(_Settings):
@@ -175,6 +196,7 @@ class HyperbandSettings(_Settings):
 ALGORITHMS: Mapping[str, type[_Settings]] = {
     "tpe": TPESettings,
     "multivariate-tpe": MultivariateTPESettings,
+    "tuned-tpe": TunedTPESettings,
     "cmaes": CmaEsSettings,
     "random": RandomSettings,
     "grid": GridSettings,
@@ -244,7 +266,7 @@ def parse_settings(algorithm: str, settings: Iterable[tuple[str, str]]) -> _Sett
         )
     if problems or parsed is None:
         raise InvalidExperimentError(problems)
-    if isinstance(parsed, TPESettings) and parsed.n_ei_candidates == 0:
+    if isinstance(parsed, (_KatibTPESettings, TunedTPESettings)) and parsed.n_ei_candidates == 0:
         _log.warning(
             "algorithmSettings.n_ei_candidates=0: Katib's Optuna service accepts it and then fails every "
             "GetSuggestions once n_startup_trials trials exist (Optuna: 'The size of `samples` must be "

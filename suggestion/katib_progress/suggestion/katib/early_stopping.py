@@ -1,5 +1,10 @@
 """Katib's ``EarlyStopping`` gRPC API backed by the pruning hub (the Katib edge of pruning).
 
+Two algorithm names are served: ours, ``katib-progress``, and Katib's ``medianstop`` (also as
+``kp-medianstop``, its katib-config name), which runs Katib's rules live (the ``medianstop``
+policy; its settings validated with Katib's messages, ``validate_medianstop``). Any other name is
+INVALID_ARGUMENT, naming the ones served.
+
 An Experiment names our policy under ``spec.earlyStopping``::
 
     earlyStopping:
@@ -30,10 +35,16 @@ import numpy as np
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
 from katib_progress.core.errors import ConfigError
-from katib_progress.core.pruning import hyperband_pruning_settings
+from katib_progress.core.names import EARLY_STOPPING_ALGORITHM
+from katib_progress.core.pruning import (
+    MEDIANSTOP_ALGORITHMS,
+    early_stopping_settings,
+    hyperband_pruning_settings,
+)
 from katib_progress.suggestion.pruning._build import build_policy
 from katib_progress.suggestion.pruning._history import TrialState
 from katib_progress.suggestion.pruning.config import PruningConfig
+from katib_progress.suggestion.pruning.policies.medianstop import katib_rule
 from katib_progress.suggestion.pruning.service import PruningHub
 
 _log = logging.getLogger(__name__)
@@ -63,6 +74,36 @@ def _settings(spec: Any) -> dict[str, str]:
     return settings
 
 
+#: Every ``spec.earlyStopping.algorithmName`` this service serves ("" is ours: our own tests and
+#: tools leave it out).
+SERVED = (EARLY_STOPPING_ALGORITHM, *reversed(MEDIANSTOP_ALGORITHMS))
+
+
+def validate_medianstop(settings: Iterable[Any]) -> str | None:
+    """Katib's medianstop validation, its checks in its order and its messages (the first problem
+    only, as Katib): pkg/earlystopping/v1beta1/medianstop/service.py ``validate_medianstop_setting``.
+    None when valid."""
+    for setting in settings:
+        try:
+            if setting.name == "min_trials_required":
+                if not int(setting.value) > 0:
+                    return "min_trials_required must be greater than zero (>0)"
+            elif setting.name == "start_step":
+                if not int(setting.value) >= 1:
+                    return "start_step must be greater or equal than one (>=1)"
+            else:
+                return f"unknown setting {setting.name} for algorithm medianstop"
+        except ValueError as exc:  # int() of a non-integer: Katib catches it and reports it so
+            return f"failed to validate {setting.name}({setting.value}): {exc}"
+    return None
+
+
+def unknown_algorithm(name: str) -> str:
+    """Katib's message for a name its service does not serve (medianstop/service.py
+    ``validate_early_stopping_spec``), followed by the names this one serves."""
+    return f"unknown algorithm name {name}; this service serves {', '.join(SERVED)}"
+
+
 def config_from_experiment(experiment: Any) -> PruningConfig:
     """PruningConfig from a Katib ``Experiment`` proto; raises ConfigError naming the field."""
     objective = experiment.spec.objective
@@ -74,11 +115,19 @@ def config_from_experiment(experiment: Any) -> PruningConfig:
         direction = "maximize"
     else:
         raise ConfigError("objective.type", f"must be minimize or maximize, got {objective.type}")
-    # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped (core.pruning)
+    early = experiment.spec.early_stopping
+    if early.algorithm_name not in ("", *SERVED):
+        raise ConfigError("earlyStopping.algorithmName", unknown_algorithm(early.algorithm_name))
+    if early.algorithm_name in MEDIANSTOP_ALGORITHMS:
+        problem = validate_medianstop(early.algorithm_settings)
+        if problem is not None:
+            raise ConfigError("earlyStopping.algorithmSettings", problem)
+    # Katib's medianstop: the medianstop policy; Katib's hyperband algorithm: the hyperband policy
+    # with its eta and r_l mapped (core.pruning)
     settings = hyperband_pruning_settings(
         experiment.spec.algorithm.algorithm_name,
         {s.name: s.value for s in experiment.spec.algorithm.algorithm_settings},
-        _settings(experiment.spec.early_stopping),
+        early_stopping_settings(early.algorithm_name, _settings(early)),
     )
     return PruningConfig.from_settings(objective.objective_metric_name, direction, settings)
 
@@ -162,6 +211,15 @@ class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
         spec = request.early_stopping
         if not spec.algorithm_name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "earlyStopping.algorithmName: required")
+        if spec.algorithm_name not in SERVED:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, unknown_algorithm(spec.algorithm_name))
+        if spec.algorithm_name in MEDIANSTOP_ALGORITHMS:
+            # Katib's checks and messages: what a user of Katib's medianstop reads there
+            problem = validate_medianstop(spec.algorithm_settings)
+            if problem is not None:
+                _log.info("medianstop settings rejected: %s", problem)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+            return pb.ValidateEarlyStoppingSettingsReply()
         try:
             # The objective is not part of this request: validate the settings against a placeholder.
             config = PruningConfig.from_settings("objective", "minimize", _settings(spec))
@@ -177,25 +235,63 @@ class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
         experiment = request.experiment
         if not experiment.name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "experiment.name: required")
+        if not experiment.spec.objective.objective_metric_name:
+            # Katib's webhook never lets such an Experiment through; Katib's medianstop answers it
+            # (with no rule while no trial succeeded), so do we: nothing to compare, no rule
+            _log.warning("experiment %s: no objective metric; no early-stopping rule", experiment.name)
+            return pb.GetEarlyStoppingRulesReply()
         try:
             config = config_from_experiment(experiment)
         except ConfigError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc.field}: {exc.detail}")
         self._hub.configure(experiment.name, config)
         finals: list[float] = []
+        succeeded: list[str] = []
         for trial in request.trials:
             self._hub.note_trial(experiment.name, trial.name)
             state = _CONDITIONS.get(trial.status.condition)
             if state is None:
                 continue
             self._hub.finish(experiment.name, trial.name, state)
+            if trial.status.condition == pb.TrialStatus.SUCCEEDED:
+                succeeded.append(trial.name)
             if state is not TrialState.FAILED:
                 value = _final(trial, config.objective_metric)
                 if value is not None:
                     finals.append(value)
-        rules = static_rules(config, finals)
+        if "medianstop" in config.policy_names:
+            rules = self._medianstop_rules(experiment.name, config, request.trials, succeeded)
+        else:
+            rules = static_rules(config, finals)
         _log.info("experiment %s: %d static early-stopping rule(s)", experiment.name, len(rules))
         return pb.GetEarlyStoppingRulesReply(early_stopping_rules=rules)
+
+    def _medianstop_rules(
+        self, experiment: str, config: PruningConfig, trials: Any, succeeded: list[str]
+    ) -> list[Any]:
+        """Record the call (the trials created after it are judged against the trials it reported
+        succeeded, ``policies.medianstop``) and return Katib's rule for them, for trials whose
+        pod runs Katib's sidecar (service.py ``GetEarlyStoppingRules``: objective, ``str`` of the
+        mean, LESS when maximizing else GREATER, ``start_step``)."""
+        rule = self._hub.record_katib_call(
+            experiment,
+            [t.name for t in trials],
+            succeeded,
+            lambda state: katib_rule(
+                state, state.katib_succeeded, config.start_step, config.min_trials_required
+            ),
+        )
+        if rule is None:
+            return []
+        comparison = pb.LESS if config.direction == "maximize" else pb.GREATER
+        return [
+            pb.EarlyStoppingRule(
+                name=config.objective_metric,
+                value=str(rule[0]),
+                comparison=comparison,
+                start_step=config.start_step,
+            )
+        ]
 
     def SetTrialStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         if not request.trial_name:

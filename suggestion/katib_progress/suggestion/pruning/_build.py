@@ -30,6 +30,7 @@ from katib_progress.suggestion.pruning.policies.cost import CostGuard
 from katib_progress.suggestion.pruning.policies.divergence import DivergencePolicy
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
 from katib_progress.suggestion.pruning.policies.lone_stall import LoneStallPolicy
+from katib_progress.suggestion.pruning.policies.medianstop import MedianStopPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
@@ -139,6 +140,10 @@ def _trend_halving(c: PruningConfig) -> Policy:
     )
 
 
+def _medianstop(c: PruningConfig) -> Policy:
+    return MedianStopPolicy(min_trials_required=c.min_trials_required, start_step=c.start_step)
+
+
 def _optuna(name: str) -> Callable[[PruningConfig], Policy]:
     def build(c: PruningConfig) -> Policy:
         percentile = {"median": 50.0, "percentile": c.percentile}.get(name)
@@ -182,6 +187,9 @@ REGISTRY: dict[str, PolicyEntry] = {
         PolicyEntry("adaptive", "guarded", _adaptive),
         PolicyEntry("trend_halving", "guarded", _trend_halving),
         *(PolicyEntry(name, "guarded", _optuna(name)) for name in OPTUNA_POLICIES),
+        # Katib's rule as Katib applies it: no cost guard (its sidecar stops a trial at start_step
+        # whatever its progress)
+        PolicyEntry("medianstop", "outer", _medianstop),
         PolicyEntry("nop", "outer", None),
     )
 }

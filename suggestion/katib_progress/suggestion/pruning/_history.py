@@ -65,6 +65,12 @@ class TrialHistory:
     elapsed_s: float | None = None
     eta_s: float | None = None
     state: TrialState = TrialState.RUNNING
+    #: Every finite objective value the trial reported, one per point, in order: the rows of its
+    #: observation log (the collector writes none for NaN or infinities); ``medianstop`` counts them.
+    reports: list[float] = field(default_factory=list)
+    #: The trials that had completed when the engine first met this one, in the order they ended
+    #: (``medianstop``'s peers when Katib never called GetEarlyStoppingRules).
+    completed_before: tuple[str, ...] = ()
 
     @property
     def first_value(self) -> float | None:
@@ -173,6 +179,20 @@ class ExperimentState:
     strategy: Strategy = "min"
     trials: dict[str, TrialHistory] = field(default_factory=dict)
     ended: list[str] = field(default_factory=list)  # trial names in the order they ended
+    #: Katib's GetEarlyStoppingRules calls, for ``medianstop``: the trials each call reported
+    #: SUCCEEDED for the first time, in that order (medianstop/service.py ``trials_avg_history``'s
+    #: insertion order), and per call the trial names it carried with how many of those it had seen.
+    katib_succeeded: list[str] = field(default_factory=list)
+    katib_calls: list[tuple[frozenset[str], int]] = field(default_factory=list)
+
+    def record_katib_call(self, names: list[str], succeeded: list[str]) -> None:
+        """One GetEarlyStoppingRules request: every trial it carried, and those SUCCEEDED."""
+        known = set(self.katib_succeeded)
+        for name in succeeded:
+            if name not in known:
+                known.add(name)
+                self.katib_succeeded.append(name)
+        self.katib_calls.append((frozenset(names), len(self.katib_succeeded)))
 
     def peers(self, trial: str) -> list[TrialHistory]:
         return [t for name, t in self.trials.items() if name != trial]

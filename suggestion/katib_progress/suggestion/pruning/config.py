@@ -30,6 +30,7 @@ OWN_POLICIES = (
     "trend_halving",
     "budget",
     "nop",
+    "medianstop",
 )
 POLICY_NAMES = ("default", *OPTUNA_POLICIES, *OWN_POLICIES)
 #: What ``default`` expands to (see docs/pruning.md for the reasoning).
@@ -110,8 +111,10 @@ class PruningConfig(BaseModel):
     deadline: datetime | None = None
     gpu_hour_budget: float | None = Field(default=None, gt=0)
     gpus_per_trial: float = Field(default=1.0, gt=0)
-    # Static rules handed to stock Katib collectors
+    # Static rules handed to stock Katib collectors; Katib's medianstop (policy ``medianstop``)
     start_step: int = Field(default=4, ge=0)
+    #: Katib's medianstop: succeeded trials needed before a trial is judged (Katib's default 3).
+    min_trials_required: int = Field(default=3, ge=1)
 
     @field_validator("policy")
     @classmethod

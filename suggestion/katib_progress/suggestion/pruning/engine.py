@@ -66,7 +66,11 @@ class PruningEngine:
     def _trial(self, name: str) -> TrialHistory:
         trial = self.state.trials.get(name)
         if trial is None:
-            trial = self.state.trials[name] = TrialHistory(name, self.config.grid_step)
+            completed = tuple(
+                t for t in self.state.ended if self.state.trials[t].state is TrialState.COMPLETE
+            )
+            trial = TrialHistory(name, self.config.grid_step, completed_before=completed)
+            self.state.trials[name] = trial
         return trial
 
     def decide(self, point: ProgressPoint) -> Decision:
@@ -122,6 +126,8 @@ class PruningEngine:
                 progress if trial.last_progress is None else max(trial.last_progress, progress)
             )
         value = point.metrics.get(self.config.objective_metric)
+        if value is not None and math.isfinite(value):
+            trial.reports.append(value)  # a row of the observation log (none for NaN or infinities)
         if value is not None and math.isfinite(value) and progress is not None:
             trial.add(progress, value)
 

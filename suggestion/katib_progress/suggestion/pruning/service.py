@@ -11,14 +11,14 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.types import Decision, ProgressPoint
 from katib_progress.suggestion.pruning import _convert
-from katib_progress.suggestion.pruning._history import TrialState
+from katib_progress.suggestion.pruning._history import ExperimentState, TrialState
 from katib_progress.suggestion.pruning.config import PruningConfig
 from katib_progress.suggestion.pruning.engine import PruningEngine
 from katib_progress.suggestion.pruning.proto import pruning_pb2 as pb
@@ -27,6 +27,7 @@ from katib_progress.suggestion.pruning.proto import pruning_pb2_grpc as pb_grpc
 _log = logging.getLogger(__name__)
 
 SERVICE_NAME = "katib_progress.pruning.v1.Pruning"
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -135,6 +136,23 @@ class PruningHub:
             return
         with slot.lock:
             slot.engine.finish(trial, state)
+
+    def record_katib_call(
+        self,
+        experiment: str,
+        names: list[str],
+        succeeded: list[str],
+        then: Callable[[ExperimentState], _T],
+    ) -> _T | None:
+        """Record one of Katib's GetEarlyStoppingRules requests (``ExperimentState.record_katib_call``)
+        and return ``then(state)``, under the experiment's lock; None for an unknown experiment."""
+        with self._lock:
+            slot = self._slots.get(experiment)
+        if slot is None:
+            return None
+        with slot.lock:
+            slot.engine.state.record_katib_call(names, succeeded)
+            return then(slot.engine.state)
 
     def forget(self, experiment: str) -> None:
         with self._lock:
