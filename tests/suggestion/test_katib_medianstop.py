@@ -114,14 +114,19 @@ def test_validate_early_stopping_settings(
 
 
 def test_validate_early_stopping_settings_unknown_algorithm_name(stub: Any) -> None:
-    """Katib's "Unknown algorithm name" case: INVALID_ARGUMENT, Katib's message first (its test
-    expects exactly ``unknown algorithm name unknown``), then the names this service serves."""
-    code, details = _validate(stub, "unknown", {})
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert (
-        details
-        == "unknown algorithm name unknown; this service serves katib-progress, medianstop, kp-medianstop"
-    )
+    """Katib's "Unknown algorithm name" case: INVALID_ARGUMENT with Katib's details word for word
+    (its test compares ``unknown algorithm name unknown`` exactly); the names this service serves
+    travel in the trailing metadata."""
+    spec = pb.EarlyStoppingSpec(algorithm_name="unknown")
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.ValidateEarlyStoppingSettings(
+            pb.ValidateEarlyStoppingSettingsRequest(early_stopping=spec), timeout=5
+        )
+    err: Any = refused.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details() == "unknown algorithm name unknown"
+    trailing = dict(err.trailing_metadata() or ())
+    assert trailing["katib-progress-served-algorithms"] == "katib-progress,medianstop,kp-medianstop"
 
 
 def test_our_own_algorithm_keeps_its_name_and_settings(stub: Any) -> None:

@@ -98,10 +98,19 @@ def validate_medianstop(settings: Iterable[Any]) -> str | None:
     return None
 
 
+#: trailing metadata of an unknown-name refusal: the names this service serves
+SERVED_METADATA_KEY = "katib-progress-served-algorithms"
+
+
+def katib_unknown_algorithm(name: str) -> str:
+    """Katib's message, word for word, for a name its service does not serve (medianstop/service.py
+    ``validate_early_stopping_spec``); Katib's own test_medianstop_service.py compares it exactly."""
+    return f"unknown algorithm name {name}"
+
+
 def unknown_algorithm(name: str) -> str:
-    """Katib's message for a name its service does not serve (medianstop/service.py
-    ``validate_early_stopping_spec``), followed by the names this one serves."""
-    return f"unknown algorithm name {name}; this service serves {', '.join(SERVED)}"
+    """Katib's message followed by the names this service serves (our own Pruning API's wording)."""
+    return f"{katib_unknown_algorithm(name)}; this service serves {', '.join(SERVED)}"
 
 
 def config_from_experiment(experiment: Any) -> PruningConfig:
@@ -212,7 +221,11 @@ class EarlyStoppingServicer(katib_api_pb2_grpc.EarlyStoppingServicer):
         if not spec.algorithm_name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "earlyStopping.algorithmName: required")
         if spec.algorithm_name not in SERVED:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, unknown_algorithm(spec.algorithm_name))
+            # Katib's exact details (a drop-in passes Katib's unchanged test); the names served go in
+            # the trailing metadata and the log, where a client or an operator can read them
+            _log.warning("%s", unknown_algorithm(spec.algorithm_name))
+            context.set_trailing_metadata(((SERVED_METADATA_KEY, ",".join(SERVED)),))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, katib_unknown_algorithm(spec.algorithm_name))
         if spec.algorithm_name in MEDIANSTOP_ALGORITHMS:
             # Katib's checks and messages: what a user of Katib's medianstop reads there
             problem = validate_medianstop(spec.algorithm_settings)
