@@ -10,12 +10,15 @@ and stays in the Katib model (tests/katibmodel).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from tests.e2e.cluster import RealKatib
 from tests.e2e.curves import every
 from tests.katibmodel._kube import has_condition
 from tests.katibmodel.scenarios import NS, converging, diverging, experiment
+from tests.katibmodel.trainer import Curve
 
 PAIRINGS = [(alg, es) for alg in ("kp-tpe", "random", "tpe") for es in ("katib-progress", None)]
 
@@ -40,3 +43,34 @@ def test_every_pairing_completes(katib: RealKatib) -> None:
         stopped = int(exp["status"].get("trialsEarlyStopped") or 0)
         if early_stopping is None:
             assert stopped == 0, f"{name}: {stopped} trials early-stopped without early stopping"
+
+
+@pytest.mark.timeout(600)
+def test_kp_medianstop_stops_push_trials_on_real_katib(katib: RealKatib) -> None:
+    """Katib's medianstop rules served by our early-stopping image as ``kp-medianstop``, fed from
+    TrainJob progress by the collector: Push trials get it without Katib's sidecar."""
+    # Katib's bar is the mean of the succeeded trials' early means, diverging ones included: the first
+    # two trials (the bar's reference) converge, then every other trial diverges
+    alternate = every(2, converging, diverging)
+    first: list[int] = []
+
+    def script(index: int, params: Mapping[str, str]) -> Curve:
+        first.append(index)
+        return converging() if len(first) <= 2 else alternate(index, params)
+
+    katib.script.script = script
+    name = "kp-medianstop"
+    settings = {"min_trials_required": "2", "start_step": "3"}
+    katib.submit(
+        experiment(name, early_stopping="kp-medianstop", settings=settings, max_trials=8, parallel=2)
+    )
+    exp = katib.wait_finished(NS, name, timeout=400)
+    assert has_condition(exp, "Succeeded"), katib.describe(NS, name)
+    trials = katib.trial_list(NS, name)
+    stopped = [t for t in trials if has_condition(t, "EarlyStopped")]
+    assert stopped, katib.describe(NS, name)
+    for t in trials:
+        assert (t.get("status") or {}).get("observation"), f"{t['metadata']['name']}: no observation"
+    for t in stopped:  # only diverging curves are stopped: their loss rose past their start
+        losses = [float(v) for v in katib.sent.values(t["metadata"]["name"], "loss")]
+        assert losses[-1] > losses[0], (t["metadata"]["name"], losses)
