@@ -25,7 +25,7 @@ from kubernetes import client
 from katib_progress.collector.kube._client import classify
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHM
-from katib_progress.core.pruning import PruningSpec, hyperband_pruning_settings
+from katib_progress.core.pruning import PruningSpec, hyperband_pruning_settings, objective_strategy
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class ExperimentInfo:
     uid: str = ""
     #: ``spec.algorithm.algorithmSettings``
     algorithm_settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the objective's ``spec.objective.metricStrategies`` value (empty: Katib's default)
+    metric_strategy: str = ""
 
     @property
     def ours(self) -> bool:
@@ -65,14 +67,16 @@ class ExperimentInfo:
         # Katib's hyperband algorithm: the hyperband policy with its eta and r_l mapped
         completed = hyperband_pruning_settings(self.algorithm, self.algorithm_settings, self.settings)
         settings = MappingProxyType(completed)
-        return PruningSpec(self.objective_metric, self.direction or "minimize", settings)
+        return PruningSpec(
+            self.objective_metric, self.direction or "minimize", settings, self.metric_strategy
+        )
 
     def curve_spec(self) -> PruningSpec | None:
         """The spec sent with each point to our suggestion service (curves only); None unless ``kp-*``."""
         if not self.ours or not self.objective_metric:
             return None
         nop = MappingProxyType({"policy": "nop"})
-        return PruningSpec(self.objective_metric, self.direction or "minimize", nop)
+        return PruningSpec(self.objective_metric, self.direction or "minimize", nop, self.metric_strategy)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ExperimentInfo:
@@ -101,6 +105,7 @@ class ExperimentInfo:
             settings=MappingProxyType(settings),
             uid=str(meta.get("uid") or ""),
             algorithm_settings=MappingProxyType(algorithm_settings),
+            metric_strategy=objective_strategy(objective),
         )
 
 
