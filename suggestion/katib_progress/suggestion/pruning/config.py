@@ -109,13 +109,14 @@ class PruningConfig(BaseModel):
     trend_gate_top: int = Field(default=2, ge=1)
     #: Rank gate: a rung judges only once completed trials' values there predict their finals
     #: (Spearman lower bound >= trend_rho; 0 = off), over at least trend_rho_min_finished trials.
-    trend_rho: float = Field(default=0.0, ge=0, le=1)
+    #: Defaults chosen by leave-one-family-out (``bench pruning --cv``, docs/benchmarks.md).
+    trend_rho: float = Field(default=0.5, ge=0, le=1)
     trend_rho_min_finished: int = Field(default=4, ge=3)
     trend_rho_confidence: float = Field(default=1.0, ge=0)
     #: A peer counts as better at a rung only by more than trend_noise x the trial's residual sd.
-    trend_noise: float = Field(default=0.0, ge=0)
+    trend_noise: float = Field(default=1.0, ge=0)
     #: Under ``latest``, a rung takes the line fitted to the recent values, not the last value.
-    trend_smooth: bool = False
+    trend_smooth: bool = True
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)
