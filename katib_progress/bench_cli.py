@@ -75,6 +75,14 @@ def register(subparsers: Any) -> None:
         "candidate defaults in pruning mode and prints, per bank, the candidate chosen on the other "
         "banks and what it did on this one (docs/benchmarks.md)",
     )
+    p.add_argument(
+        "--cv-margin",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --cv: on the banks a candidate is chosen on, it must be safe within M x the regret "
+        "targets (default 0.5; 1: the targets themselves)",
+    )
     p.set_defaults(func=_run)
     bench.set_defaults(func=lambda _args: (bench.print_help(), 2)[1])
 

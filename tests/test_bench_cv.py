@@ -85,3 +85,9 @@ def test_cli_cv_prints_the_table_and_refuses_policies(
     assert CANDIDATES[0] in out or any(c in out for c in CANDIDATES)
     assert main(["bench", "pruning", "--cv", *banks, "--policy", "none"]) == 2
     assert main(["bench", "pruning", "--cv", banks[0], banks[1]]) == 2
+
+
+def test_the_training_margin_decides_edge_cases() -> None:
+    edge = _result("edge", [0.0, 0.04])  # worst seed 0.04: safe, but not within half of 0.05
+    assert choose([edge], ["cheap", "safe"], 0.01) == "safe"
+    assert choose([edge], ["cheap", "safe"], 0.01, margin=1.0) == "cheap"

@@ -149,6 +149,7 @@ class CvResult:
     regret_target: float
     max_regret_target: float
     seeds: int
+    margin: float
     trials: int | None
     workers: int
     #: every replayed policy on every bank: {bank: {policy: Cell}}
@@ -164,6 +165,7 @@ class CvResult:
             "geometric_mean_ratio": self.geo_ratio,
             "regret_target": self.regret_target,
             "max_regret_target": self.max_regret_target,
+            "margin": self.margin,
             "table": cv_markdown(self),
             "grid": {
                 bank: {name: _cell_dict(c) for name, c in cells.items()} for bank, cells in self.grid.items()
@@ -198,6 +200,7 @@ def cross_validate(
     max_regret_target: float = MAX_REGRET_TARGET,
     candidates: Sequence[str] = CANDIDATES,
     workers: int = 4,
+    margin: float = TRAIN_MARGIN,
 ) -> CvResult:
     """Leave one bank out: choose on the others, measure on it (module docstring)."""
     if len(results) < 2:
@@ -205,7 +208,7 @@ def cross_validate(
     rows = []
     for i, held in enumerate(results):
         others = [r for j, r in enumerate(results) if j != i]
-        chosen = choose(others, candidates, regret_target, max_regret_target)
+        chosen = choose(others, candidates, regret_target, max_regret_target, margin)
         c = cell(held, _summary(held, chosen))
         ref = held.reference("pruning")
         ref_name = ref.policy if ref is not None else "none"
@@ -223,9 +226,11 @@ def cross_validate(
                 cheap=c.compute <= ref_compute + 1e-12,
             )
         )
-    default = choose(results, candidates, regret_target, max_regret_target)
+    default = choose(results, candidates, regret_target, max_regret_target, margin)
     grid = {r.bank.name: {s.policy: cell(r, s) for s in r.summaries if s.mode == "pruning"} for r in results}
-    return CvResult(tuple(rows), default, regret_target, max_regret_target, len(seeds), trials, workers, grid)
+    return CvResult(
+        tuple(rows), default, regret_target, max_regret_target, len(seeds), margin, trials, workers, grid
+    )
 
 
 def _cell_dict(c: Cell) -> dict[str, float]:
@@ -249,7 +254,7 @@ def cv_markdown(cv: CvResult) -> str:
         f"leave-one-family-out: each bank's candidate chosen on the other {len(cv.rows) - 1} banks; "
         f"{cv.seeds} seeds of {cv.trials or 'all'}-trial draws, {cv.workers} in parallel; "
         f"safe = mean regret <= {cv.regret_target:g} and worst seed <= {cv.max_regret_target:g} "
-        "(on the banks chosen on: half of both)",
+        f"(on the banks chosen on: {cv.margin:g} x both)",
         "",
         "| bank | strategy | chosen on the others | compute | regret [max] | hit rate "
         "| cheapest safe stock (compute) | x ref | oracle@10% | safe | <= ref |",
