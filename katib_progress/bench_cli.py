@@ -142,11 +142,16 @@ def _run(args: argparse.Namespace) -> int:
             err.print(f"[red]error:[/red] {exc}")
             return 2 if isinstance(exc, ConfigError) else 1
     if args.cv:
-        from katib_progress.bench._cv import cross_validate, cv_markdown
+        from katib_progress.bench._cv import TRAIN_MARGIN, cross_validate, cv_markdown
 
         seeds = range(settings.base_seed, settings.base_seed + settings.seeds)
         cv = cross_validate(
-            results, seeds=seeds, trials=settings.trials, regret_target=settings.regret_target
+            results,
+            seeds=seeds,
+            trials=settings.trials,
+            regret_target=settings.regret_target,
+            workers=settings.workers,
+            margin=TRAIN_MARGIN if args.cv_margin is None else args.cv_margin,
         )
         if args.json:
             sys.stdout.write(json.dumps(cv.as_dict(), indent=2) + "\n")

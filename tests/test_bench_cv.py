@@ -81,7 +81,11 @@ def test_cli_cv_prints_the_table_and_refuses_policies(
     assert main(["bench", "pruning", "--cv", *banks, "--seeds", "2", "--trials", "4"]) == 0
     out = capsys.readouterr().out
     assert "| fam-a | min | C" in out and "| fam-b | min | C" in out
-    assert "chosen on all banks (the default)" in out
+    assert "chosen on all banks (the default)" in out and "(on the banks chosen on: 0.5 x both)" in out
+    args = ["bench", "pruning", "--cv", *banks, "--seeds", "1", "--trials", "4", "--workers", "2"]
+    assert main([*args, "--cv-margin", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(on the banks chosen on: 1 x both)" in out and "4-trial draws, 2 in parallel" in out
     assert CANDIDATES[0] in out or any(c in out for c in CANDIDATES)
     assert main(["bench", "pruning", "--cv", *banks, "--policy", "none"]) == 2
     assert main(["bench", "pruning", "--cv", banks[0], banks[1]]) == 2
