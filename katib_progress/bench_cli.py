@@ -68,18 +68,38 @@ def register(subparsers: Any) -> None:
         help=f"mean regret a reference stock policy must reach (default {REGRET_TARGET:g})",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    p.add_argument(
+        "--cv",
+        action="store_true",
+        help="leave-one-family-out cross-validation of the default: replays the stock policies and the "
+        "candidate defaults in pruning mode and prints, per bank, the candidate chosen on the other "
+        "banks and what it did on this one (docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--cv-margin",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --cv: on the banks a candidate is chosen on, it must be safe within M x the regret "
+        "targets (default 0.5; 1: the targets themselves)",
+    )
     p.set_defaults(func=_run)
     bench.set_defaults(func=lambda _args: (bench.print_help(), 2)[1])
 
 
 def _settings(args: argparse.Namespace) -> BenchSettings:
     from katib_progress.bench import BenchSettings, default_policies
+    from katib_progress.bench._cv import cv_policies
 
+    if args.cv and (args.policies or args.modes):
+        raise ConfigError("cv", "--cv replays its own policies in pruning mode; drop --policy and --mode")
+    if args.cv and len(args.banks) < 2:
+        raise ConfigError("cv", "--cv needs at least two banks (one family each)")
     return BenchSettings(
-        policies=tuple(args.policies or default_policies()),
+        policies=tuple(cv_policies() if args.cv else args.policies or default_policies()),
         seeds=args.seeds,
         workers=args.workers,
-        modes=tuple(dict.fromkeys(args.modes or ("pruning", "stall"))),
+        modes=("pruning",) if args.cv else tuple(dict.fromkeys(args.modes or ("pruning", "stall"))),
         trials=args.trials,
         sampler_budget=args.budget,
         algorithm=args.algorithm,
@@ -121,6 +141,23 @@ def _run(args: argparse.Namespace) -> int:
         except KatibProgressError as exc:
             err.print(f"[red]error:[/red] {exc}")
             return 2 if isinstance(exc, ConfigError) else 1
+    if args.cv:
+        from katib_progress.bench._cv import TRAIN_MARGIN, cross_validate, cv_markdown
+
+        seeds = range(settings.base_seed, settings.base_seed + settings.seeds)
+        cv = cross_validate(
+            results,
+            seeds=seeds,
+            trials=settings.trials,
+            regret_target=settings.regret_target,
+            workers=settings.workers,
+            margin=TRAIN_MARGIN if args.cv_margin is None else args.cv_margin,
+        )
+        if args.json:
+            sys.stdout.write(json.dumps(cv.as_dict(), indent=2) + "\n")
+        else:
+            sys.stdout.write(cv_markdown(cv) + "\n")
+        return 0
     if args.json:
         sys.stdout.write(json.dumps(json_document(results, settings), indent=2) + "\n")
         return 0

@@ -10,7 +10,9 @@ strategy says (``min``/``max``/``latest`` over the finite values of the points r
 - crossings: among pairs of trials whose values differ both at 25 % and at the end, the share whose
   order at 25 % differs from their final order;
 - top-decile at risk: the share of the final top 10 % of trials that stood worse than the median at
-  25 % (what a median rule applied at 25 % would have stopped).
+  25 % (what a median rule applied at 25 % would have stopped);
+- sweeps whose best was outside the top half at 25 %: over the bench's draws (``RandomOrder``, seeds
+  0-19, 40 trials), the share whose drawn best trial (final) stood worse than the draw's median at 25 %.
 
 Usage:
     .venv/bin/python benchmarks/curvebank/bank_stats.py benchmarks/data/*.json.gz [--json]
@@ -109,7 +111,26 @@ def stats(doc: dict[str, Any]) -> dict[str, Any]:
             out["crossings_25"] = crossings(early, final)
             top = final <= np.quantile(final[np.isfinite(final)], 0.1)
             out["top10_below_median_25"] = float((early[top] > np.median(early)).mean())
+            out["best_outside_top_half_25"] = _sweeps_best_outside(early, final, doc)
     return out
+
+
+SWEEP_SEEDS, SWEEP_TRIALS = 20, 40
+
+
+def _sweeps_best_outside(early: np.ndarray, final: np.ndarray, doc: dict[str, Any]) -> float:
+    """Share of the bench's 40-trial draws (seeds 0-19) whose best final stood below the draw's median
+    at 25 %."""
+    from katib_progress.bench import RandomOrder, parse_bank
+
+    bank = parse_bank(doc)
+    outside = 0
+    for seed in range(SWEEP_SEEDS):
+        drawn = [t.index for _, t in RandomOrder(bank, seed, SWEEP_TRIALS).next_trials(SWEEP_TRIALS, 0.0)]
+        ok = [i for i in drawn if math.isfinite(final[i]) and doc["trials"][i].get("status") != "failed"]
+        best = min(ok, key=lambda i: final[i])
+        outside += bool(early[best] > np.median(early[drawn]))
+    return outside / SWEEP_SEEDS
 
 
 def _f(v: float, digits: int = 3) -> str:
@@ -119,7 +140,8 @@ def _f(v: float, digits: int = 3) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| bank | objective | trials | failed | no finite | pts/run | run min (median) | best | p10 | median "
-        "| p90 | worst | rho@10% | rho@25% | rho@50% | crossings@25% | top-10% below median@25% |"
+        "| p90 | worst | rho@10% | rho@25% | rho@50% | crossings@25% | top-10% below median@25% "
+        "| sweeps' best outside top half@25% |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -142,6 +164,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['spearman_50']:.2f}",
             f"{r['crossings_25']:.3f}",
             f"{r['top10_below_median_25']:.2f}",
+            f"{r['best_outside_top_half_25']:.2f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

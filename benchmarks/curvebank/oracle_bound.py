@@ -20,40 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from katib_progress.bench import Bank, BankTrial, RandomOrder, load_bank
-
-
-def _drawn_best(bank: Bank, trials: list[BankTrial]) -> int | None:
-    best: tuple[float, int] | None = None
-    for i, t in enumerate(trials):
-        final = bank.final(t)
-        if final is None or t.status == "failed":
-            continue
-        if best is None or bank.better(final, best[0]):
-            best = (final, i)
-    return None if best is None else best[1]
-
-
-def oracle_compute(bank: Bank, seed: int, trials: int, at: float) -> float:
-    drawn = [t for _, t in RandomOrder(bank, seed, trials).next_trials(trials, 0.0)]
-    best = _drawn_best(bank, drawn)
-    used = full = 0.0
-    for i, t in enumerate(drawn):
-        full += t.cost
-        if not t.points:
-            continue
-        if i == best:
-            used += t.cost
-            continue
-        k = next((j for j, p in enumerate(t.points) if p.progress >= at), len(t.points) - 1)
-        used += t.points[k].elapsed_s * t.gpus
-    return used / full if full > 0 else 1.0
-
-
-def first_report_share(bank: Bank) -> float:
-    return statistics.median(
-        t.points[0].elapsed_s * t.gpus / t.cost for t in bank.trials if t.points and t.cost > 0
-    )
+from katib_progress.bench import load_bank
+from katib_progress.bench._oracle import first_report_share, oracle_compute
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,11 +24,25 @@ class PruningSpec:
     """What an Experiment asks of its pruner, as written (not yet validated).
 
     ``settings`` are the ``spec.earlyStopping.algorithmSettings`` strings (``policy`` included).
+    ``metric_strategy`` is the objective's entry in ``spec.objective.metricStrategies`` (``min``,
+    ``max`` or ``latest``; empty when the Experiment names none, so Katib's default for the direction
+    applies). A ``metric_strategy`` setting overrides it.
     """
 
     objective_metric: str
     direction: str = "minimize"
     settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    metric_strategy: str = ""
+
+
+def objective_strategy(objective: Mapping[str, object]) -> str:
+    """The objective metric's strategy in a Katib ``spec.objective`` object (as the API server serves
+    it: ``metricStrategies`` is a list of ``{name, value}``); empty when it names none."""
+    name = objective.get("objectiveMetricName")
+    for entry in objective.get("metricStrategies") or ():  # type: ignore[attr-defined]
+        if isinstance(entry, Mapping) and entry.get("name") == name and entry.get("value"):
+            return str(entry["value"])
+    return ""
 
 
 class Pruner(Protocol):

@@ -76,8 +76,10 @@ class Pruner:
         spec = exp.doc.spec
         settings = exp.pruning_settings()
         assert settings is not None
+        metric = spec.objective.objective_metric_name
+        # the objective's metricStrategies entry reaches the engine; a metric_strategy setting overrides it
         self.config = PruningConfig.from_settings(
-            spec.objective.objective_metric_name, spec.objective.type, settings
+            metric, spec.objective.type, settings, objective_strategy=exp.strategies()[metric]
         )
         self._client = PruningClient(address)
         self._experiment = exp.name

@@ -136,9 +136,12 @@ def test_admission_refuses_a_namespace_without_the_injection_label(api: Kube) ->
     """Real Katib's validating webhook refuses it, Push collector or not (tests/e2e showed it)."""
     exp = scenarios.experiment("e1")
     exp["metadata"]["namespace"] = "team-b"
-    with pytest.raises(webhook.Rejected, match="lacks label .katib.kubeflow.org/metrics-collector-injection"):
+    with pytest.raises(
+        webhook.Rejected, match=r"lacks label .katib\.kubeflow\.org/metrics-collector-injection"
+    ):
         webhook.admit(api, exp)
-    admitted = webhook.admit(api, exp, {"team-b": {"katib.kubeflow.org/metrics-collector-injection": "enabled"}})
+    labels = {"team-b": {"katib.kubeflow.org/metrics-collector-injection": "enabled"}}
+    admitted = webhook.admit(api, exp, labels)
     assert admitted["metadata"]["namespace"] == "team-b"
 
 

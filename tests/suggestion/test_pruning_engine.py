@@ -79,14 +79,16 @@ def test_finish_accepts_katib_like_state_names_and_rejects_others() -> None:
 
 
 def test_default_policy_on_a_realistic_sweep() -> None:
-    """Good trials finish, divergence dies at once, stalled and bad trials stop early, a slow starter
-    past the cost guard finishes."""
+    """Good trials finish, divergence dies at once, stalled and bad trials stop early (once four
+    completed trials show that early ranks predict final ones: the default's rank gate), a slow
+    starter past the cost guard finishes."""
     engine = PruningEngine(_config(startup_trials="3"))
     outcomes: dict[str, float | None] = {}
     sweep = [
         ("good0", loss_curve(0.30, seed=0)),
         ("good1", loss_curve(0.28, seed=1)),
         ("good2", loss_curve(0.32, seed=2)),
+        ("good4", loss_curve(0.35, seed=7)),
         ("diverge", diverging_curve(at=24.0, seed=3)),
         ("stall", stalling_curve(at=16.0, level=1.4, seed=4)),
         ("bad", loss_curve(1.1, seed=5)),
@@ -102,6 +104,7 @@ def test_default_policy_on_a_realistic_sweep() -> None:
         else:
             engine.finish(name, "complete")
     assert outcomes["good0"] is None and outcomes["good1"] is None and outcomes["good2"] is None
+    assert outcomes["good4"] is None
     assert outcomes["good3"] is None
     assert outcomes["diverge"] is not None and outcomes["diverge"] <= 30
     assert outcomes["stall"] is not None and outcomes["stall"] <= 40

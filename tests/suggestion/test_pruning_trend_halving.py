@@ -63,7 +63,7 @@ def test_a_slow_starter_that_still_improves_fast_is_spared_by_its_trend() -> Non
     _peers(feed)
     decisions = feed.run("slow", _falling(1.0, 0.02, upto=12), end=False)
     assert not any(d.prune for d in decisions)
-    value, trend = policy.scores(feed.engine.state.trials["slow"], 10) or (0.0, 0.0)
+    value, trend, _ = policy.scores(feed.engine.state.trials["slow"], 10) or (0.0, 0.0, 0.0)
     assert value == pytest.approx(0.8) and trend == pytest.approx(0.2)
     # Without the trend view (horizon 0) the same curve is pruned at the rung.
     feed0 = Feeder(_engine(_policy(horizon=0.0)))
@@ -174,7 +174,7 @@ def test_a_worsening_slope_adds_nothing() -> None:
     policy = _policy(strategy="latest")
     feed = Feeder(_engine(policy))
     feed.run("up", [(p, 0.5 + 0.01 * p) for p in STEPS if p <= 10], end=False)
-    assert policy.scores(feed.engine.state.trials["up"], 10) == (pytest.approx(0.6), pytest.approx(0.6))
+    assert policy.scores(feed.engine.state.trials["up"], 10)[:2] == (pytest.approx(0.6), pytest.approx(0.6))
 
 
 @pytest.mark.parametrize(
@@ -216,3 +216,68 @@ def test_settings_reach_the_policy() -> None:
     assert policy.rejudge is True
     with pytest.raises(ValueError, match="one keep percent per rung"):
         _policy(rungs=(10.0,), keep=(50.0, 50.0))
+
+
+# -- issue 24: rank gate, noise margin, recent values under latest ----------------------------------
+
+
+def _crossing(early: float, final: float) -> list[tuple[float, float]]:
+    """A curve at ``early`` until 30 %, then a straight line to ``final`` at 100 %."""
+    return [(p, early if p <= 30 else early + (final - early) * (p - 30) / 70) for p in STEPS]
+
+
+def test_rank_gate_keeps_a_rung_closed_until_finished_trials_show_early_ranks_predict() -> None:
+    def laggard_pruned(finished: list[tuple[float, float]]) -> bool:
+        feed = Feeder(_engine(_policy(rho=0.5)))
+        for i, (early, final) in enumerate(finished):
+            feed.run(f"done{i}", _crossing(early, final))
+        _peers(feed)
+        return any(d.prune for d in feed.run("lag", _flat(0.9, upto=10), end=False))
+
+    # fewer than rho_min_finished (4) completed trials: closed
+    assert not laggard_pruned([(0.5, 0.3), (0.6, 0.4), (0.7, 0.5)])
+    # early order reversed at the end (early leaders lose late): closed
+    assert not laggard_pruned([(0.5, 0.6), (0.55, 0.5), (0.6, 0.4), (0.65, 0.3), (0.7, 0.2), (0.75, 0.1)])
+    # early order kept: open, the laggard is pruned as without the gate
+    assert laggard_pruned([(0.5, 0.1), (0.55, 0.2), (0.6, 0.3), (0.65, 0.4), (0.7, 0.5), (0.75, 0.6)])
+
+
+def test_rank_gate_reports_why() -> None:
+    policy = _policy(rho=0.9)
+    feed = Feeder(_engine(policy))
+    for i, (early, final) in enumerate([(0.5, 0.6), (0.55, 0.5), (0.6, 0.4), (0.65, 0.3)]):
+        feed.run(f"done{i}", _crossing(early, final))
+    is_open, why = policy.rank_gate(10, 50.0, feed.engine.state)
+    assert not is_open and why.startswith("Spearman -") and "< 0.9 over 4 trials" in why
+
+
+def test_noise_margin_spares_a_trial_within_its_own_scatter() -> None:
+    # under latest: 0.75 at 10 % after swings between 0.45 and 0.75 (residual sd about 0.11)
+    noisy = [(p, 0.6 + (0.15 if (p // 2) % 2 else -0.15)) for p in STEPS if p <= 10]
+    for noise, pruned in ((0.0, True), (2.0, False)):
+        feed = Feeder(_engine(_policy(strategy="latest", noise=noise, horizon=0.0)))
+        _peers(feed)
+        assert any(d.prune for d in feed.run("noisy", noisy, end=False)) is pruned
+
+
+def test_smooth_takes_the_recent_line_under_latest_only() -> None:
+    # last value 0.45 after a run of ~0.7s: the fitted line at 10 % is higher than the last value
+    curve = [(2.0, 0.7), (4.0, 0.72), (6.0, 0.7), (8.0, 0.71), (10.0, 0.45)]
+    for strategy, smooth, expect_last in (
+        ("latest", False, True),
+        ("latest", True, False),
+        ("min", True, True),
+    ):
+        policy = _policy(strategy=strategy, smooth=smooth)
+        feed = Feeder(_engine(policy))
+        feed.run("t", curve, end=False)
+        value = (policy.scores(feed.engine.state.trials["t"], 10) or (0.0,))[0]
+        assert (value == pytest.approx(0.45)) is expect_last
+
+
+def test_new_trend_settings_validate() -> None:
+    for bad in ({"trend_rho": "1.5"}, {"trend_noise": "-1"}, {"trend_rho_min_finished": "2"}):
+        with pytest.raises(ConfigError):
+            PruningConfig.from_settings("eval_loss", "minimize", bad)
+    with pytest.raises(ValueError, match="rho"):
+        _policy(rho=2.0)

@@ -26,7 +26,12 @@ from kubernetes import client
 from katib_progress.collector.kube._client import classify
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHMS
-from katib_progress.core.pruning import PruningSpec, early_stopping_settings, hyperband_pruning_settings
+from katib_progress.core.pruning import (
+    PruningSpec,
+    early_stopping_settings,
+    hyperband_pruning_settings,
+    objective_strategy,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +50,8 @@ class ExperimentInfo:
     uid: str = ""
     #: ``spec.algorithm.algorithmSettings``
     algorithm_settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the objective's ``spec.objective.metricStrategies`` value (empty: Katib's default)
+    metric_strategy: str = ""
 
     @property
     def ours(self) -> bool:
@@ -67,14 +74,16 @@ class ExperimentInfo:
         ours = early_stopping_settings(self.early_stopping, self.settings)
         completed = hyperband_pruning_settings(self.algorithm, self.algorithm_settings, ours)
         settings = MappingProxyType(completed)
-        return PruningSpec(self.objective_metric, self.direction or "minimize", settings)
+        return PruningSpec(
+            self.objective_metric, self.direction or "minimize", settings, self.metric_strategy
+        )
 
     def curve_spec(self) -> PruningSpec | None:
         """The spec sent with each point to our suggestion service (curves only); None unless ``kp-*``."""
         if not self.ours or not self.objective_metric:
             return None
         nop = MappingProxyType({"policy": "nop"})
-        return PruningSpec(self.objective_metric, self.direction or "minimize", nop)
+        return PruningSpec(self.objective_metric, self.direction or "minimize", nop, self.metric_strategy)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ExperimentInfo:
@@ -103,6 +112,7 @@ class ExperimentInfo:
             settings=MappingProxyType(settings),
             uid=str(meta.get("uid") or ""),
             algorithm_settings=MappingProxyType(algorithm_settings),
+            metric_strategy=objective_strategy(objective),
         )
 
 

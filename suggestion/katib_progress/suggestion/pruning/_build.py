@@ -137,6 +137,11 @@ def _trend_halving(c: PruningConfig) -> Policy:
         gate_ref=c.trend_gate_ref,
         gate_min=c.trend_gate_min,
         gate_top=c.trend_gate_top,
+        rho=c.trend_rho,
+        rho_min_finished=c.trend_rho_min_finished,
+        rho_confidence=c.trend_rho_confidence,
+        noise=c.trend_noise,
+        smooth=c.trend_smooth,
     )
 
 

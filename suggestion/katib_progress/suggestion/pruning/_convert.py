@@ -95,7 +95,9 @@ def config_from_proto(msg: pb.ExperimentConfig) -> PruningConfig:
         settings["deadline"] = deadline.isoformat()
     if msg.HasField("gpu_hour_budget"):
         settings["gpu_hour_budget"] = repr(msg.gpu_hour_budget)
-    return PruningConfig.from_settings(msg.objective_metric_name, direction, settings)
+    return PruningConfig.from_settings(
+        msg.objective_metric_name, direction, settings, objective_strategy=msg.metric_strategy or None
+    )
 
 
 def config_to_proto(config: PruningConfig) -> pb.ExperimentConfig:
@@ -108,6 +110,7 @@ def config_to_proto(config: PruningConfig) -> pb.ExperimentConfig:
         direction=pb.MINIMIZE if config.direction == "minimize" else pb.MAXIMIZE,
         policy=policy,
         settings=settings,
+        metric_strategy=config.objective_strategy or "",
     )
     if config.deadline is not None:
         msg.deadline.FromDatetime(config.deadline)

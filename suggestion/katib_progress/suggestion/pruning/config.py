@@ -44,6 +44,9 @@ class PruningConfig(BaseModel):
 
     objective_metric: str = Field(min_length=1)
     direction: Literal["minimize", "maximize"] = "minimize"
+    #: The Experiment's own strategy for the objective (``spec.objective.metricStrategies``), as the
+    #: collector and the local sweep read it; not a setting. ``metric_strategy`` overrides it.
+    objective_strategy: Literal["min", "max", "latest"] | None = None
     policy: str = "default"
     grid_step: float = Field(default=1.0, gt=0, le=10)
     # Comparative (Optuna) policies
@@ -105,6 +108,16 @@ class PruningConfig(BaseModel):
     trend_gate_ref: float = Field(default=40.0, gt=0, le=100)
     trend_gate_min: int = Field(default=6, ge=1)
     trend_gate_top: int = Field(default=2, ge=1)
+    #: Rank gate: a rung judges only once completed trials' values there predict their finals
+    #: (Spearman lower bound >= trend_rho; 0 = off), over at least trend_rho_min_finished trials.
+    #: Defaults chosen by leave-one-family-out (``bench pruning --cv``, docs/benchmarks.md).
+    trend_rho: float = Field(default=0.5, ge=0, le=1)
+    trend_rho_min_finished: int = Field(default=4, ge=3)
+    trend_rho_confidence: float = Field(default=1.0, ge=0)
+    #: A peer counts as better at a rung only by more than trend_noise x the trial's residual sd.
+    trend_noise: float = Field(default=1.0, ge=0)
+    #: Under ``latest``, a rung takes the line fitted to the recent values, not the last value.
+    trend_smooth: bool = True
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)
@@ -214,10 +227,12 @@ class PruningConfig(BaseModel):
 
     @property
     def strategy(self) -> Strategy:
-        """The objective's metric strategy (``metric_strategy``, else Katib's default for the
-        direction)."""
+        """The objective's metric strategy: the ``metric_strategy`` setting, else the Experiment's
+        (``objective_strategy``), else Katib's default for the direction."""
         if self.metric_strategy is not None:
             return self.metric_strategy
+        if self.objective_strategy is not None:
+            return self.objective_strategy
         return default_strategy(Direction(self.direction))
 
     @property
@@ -231,10 +246,20 @@ class PruningConfig(BaseModel):
 
     @classmethod
     def from_settings(
-        cls, objective_metric: str, direction: str, settings: Mapping[str, str] | None = None
+        cls,
+        objective_metric: str,
+        direction: str,
+        settings: Mapping[str, str] | None = None,
+        *,
+        objective_strategy: str | None = None,
     ) -> PruningConfig:
-        """Build from Katib's earlyStopping settings; raises ConfigError naming the bad setting."""
+        """Build from Katib's earlyStopping settings; raises ConfigError naming the bad setting.
+
+        ``objective_strategy``: the Experiment's ``metricStrategies`` value for the objective (None or
+        empty: not given); a ``metric_strategy`` setting overrides it."""
         data: dict[str, Any] = {"objective_metric": objective_metric, "direction": str(direction).lower()}
+        if objective_strategy:
+            data["objective_strategy"] = str(objective_strategy).lower()
         allowed = settable_fields()
         for key, value in (settings or {}).items():
             if key not in allowed:
@@ -252,7 +277,12 @@ class PruningConfig(BaseModel):
     @classmethod
     def from_spec(cls, spec: PruningSpec) -> PruningConfig:
         """Validate an Experiment's pruning spec; raises ConfigError naming the bad setting."""
-        return cls.from_settings(spec.objective_metric, spec.direction, spec.settings)
+        return cls.from_settings(
+            spec.objective_metric,
+            spec.direction,
+            spec.settings,
+            objective_strategy=spec.metric_strategy or None,
+        )
 
     def to_settings(self) -> dict[str, str]:
         """The settings map (strings) that :meth:`from_settings` turns back into this config."""
@@ -272,4 +302,8 @@ class PruningConfig(BaseModel):
 
 
 def settable_fields() -> tuple[str, ...]:
-    return tuple(n for n in PruningConfig.model_fields if n not in ("objective_metric", "direction"))
+    return tuple(
+        n
+        for n in PruningConfig.model_fields
+        if n not in ("objective_metric", "direction", "objective_strategy")
+    )

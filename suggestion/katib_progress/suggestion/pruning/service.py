@@ -69,10 +69,15 @@ class PruningHub:
         """Make sure ``experiment`` runs with ``config``; a changed config starts a fresh engine.
 
         The Experiment's own settings (``authoritative``, from Katib's EarlyStopping API) win: a
-        differing config sent along with a progress point does not replace them.
+        differing config sent along with a progress point does not replace them. One exception:
+        Katib's API does not carry the objective's metric strategy, so the strategy a point's config
+        brings (the collector reads it from the Experiment) completes an authoritative config that has
+        none, and is kept when Katib sends its settings again.
         """
         with self._lock:
             slot = self._slots.get(experiment)
+            if slot is not None:
+                config, authoritative = self._with_strategy(slot, config, authoritative)
             if slot is not None and slot.engine.config == config:
                 slot.authoritative = slot.authoritative or authoritative
                 return slot.engine
@@ -92,6 +97,24 @@ class PruningHub:
                     _log.info("experiment %s: rebuilt from %d stored points", experiment, replayed)
             self._slots[experiment] = _Slot(engine, authoritative)
             return engine
+
+    @staticmethod
+    def _with_strategy(slot: _Slot, config: PruningConfig, authoritative: bool) -> tuple[PruningConfig, bool]:
+        """(config, authoritative) with the objective's strategy carried over (``configure``)."""
+        current = slot.engine.config
+        if authoritative and config.objective_strategy is None and current.objective_strategy is not None:
+            return config.model_copy(update={"objective_strategy": current.objective_strategy}), True
+        if (
+            not authoritative
+            and slot.authoritative
+            and current.objective_strategy is None
+            and config.objective_strategy is not None
+        ):
+            completed = current.model_copy(update={"objective_strategy": config.objective_strategy})
+            if completed == config:
+                slot.authoritative = False  # replaced below by the completed Experiment settings
+                return completed, True
+        return config, authoritative
 
     def engine(self, experiment: str) -> PruningEngine | None:
         with self._lock:

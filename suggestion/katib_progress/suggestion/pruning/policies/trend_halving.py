@@ -28,6 +28,14 @@ now. Where early ranks predict later ones (chance-level or diverged runs stay be
 opens after the first few trials pass ``gate_ref``; where the best runs start slowly or cross later, it
 stays closed and the ungated rungs judge as before.
 
+With ``rho`` > 0 every rung is also **rank-gated** (the ``adaptive`` policy's idea applied to rungs): a
+rung judges only once at least ``rho_min_finished`` trials have completed, the one-sided lower bound
+(``rho_confidence`` standard errors) of the Spearman correlation between their values at the rung and
+their finals reaches ``rho``, and the best completed trial would pass the rung against its peers there
+now. Until the experiment's own finished trials show that ranks at a rung predict final ranks, the
+rung prunes nothing; where early leaders lose late (overfitting under ``latest``, slow starters) the
+early rungs stay closed.
+
 State: none outside the engine's history. Scores at a rung are cached per trial once the trial has
 passed the rung (grid steps are never rewritten), so a rebuilt engine decides the same.
 """
@@ -48,7 +56,11 @@ from katib_progress.suggestion.pruning._history import (
     TrialHistory,
     TrialState,
 )
+from katib_progress.suggestion.pruning.policies.adaptive import spearman, spearman_lower_bound
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
+
+#: (value, trend-adjusted value, residual sd of the window's line fit), oriented so lower is better.
+Score = tuple[float, float, float]
 
 
 class TrendHalvingPolicy(Policy):
@@ -73,6 +85,11 @@ class TrendHalvingPolicy(Policy):
         gate_ref: float = 40.0,
         gate_min: int = 6,
         gate_top: int = 2,
+        rho: float = 0.0,
+        rho_min_finished: int = 4,
+        rho_confidence: float = 1.0,
+        noise: float = 0.0,
+        smooth: bool = False,
     ) -> None:
         if not rungs:
             raise ValueError("trend_halving needs at least one rung")
@@ -103,6 +120,20 @@ class TrendHalvingPolicy(Policy):
             raise ValueError(f"trend_halving needs 1 <= gate_top <= gate_min, got {gate_top} and {gate_min}")
         if not grid_step > 0:
             raise ValueError(f"grid_step must be > 0, got {grid_step}")
+        if not (0 <= rho <= 1):
+            raise ValueError(f"trend_halving rho must be within [0, 1], got {rho}")
+        if rho_min_finished < 3:
+            raise ValueError(f"trend_halving rho_min_finished must be >= 3, got {rho_min_finished}")
+        if not (math.isfinite(rho_confidence) and rho_confidence >= 0):
+            raise ValueError(f"trend_halving rho_confidence must be >= 0, got {rho_confidence}")
+        if not (math.isfinite(noise) and noise >= 0):
+            raise ValueError(f"trend_halving noise must be >= 0, got {noise}")
+        self.noise = noise
+        self.smooth = smooth
+        self.rho = rho
+        self.rho_min_finished = rho_min_finished
+        self.rho_confidence = rho_confidence
+        self._rho_open: dict[tuple[int, int], tuple[bool, str]] = {}
         self.direction = direction
         self.strategy = strategy
         self.grid_step = grid_step
@@ -119,7 +150,7 @@ class TrendHalvingPolicy(Policy):
         self.gate_top = gate_top
         self._sign = 1.0 if direction is Direction.MINIMIZE else -1.0
         self._recorded: dict[str, RecordedGrid] = {}
-        self._scores: dict[tuple[str, int], tuple[float, float] | None] = {}
+        self._scores: dict[tuple[str, int], Score | None] = {}
 
     # -- derived caches -------------------------------------------------------------------------
     def _rec(self, trial: TrialHistory) -> RecordedGrid:
@@ -127,7 +158,7 @@ class TrendHalvingPolicy(Policy):
         rec.extend(trial.grid, self.strategy)
         return rec
 
-    def scores(self, trial: TrialHistory, step: int) -> tuple[float, float] | None:
+    def scores(self, trial: TrialHistory, step: int) -> Score | None:
         """(value, trend-adjusted value) at grid ``step``, oriented so lower is better; None when the
         trial has not reached ``step`` or has no value there."""
         key = (trial.name, step)
@@ -137,7 +168,7 @@ class TrendHalvingPolicy(Policy):
         if last is None or last < step:
             return None  # not cached: the trial may still reach the step
         rec = self._rec(trial)
-        out: tuple[float, float] | None = None
+        out: Score | None = None
         raw = rec.at(step)
         if raw is not None:
             value = self._sign * raw
@@ -145,20 +176,26 @@ class TrendHalvingPolicy(Policy):
             lo = step - math.ceil(span / self.grid_step - 1e-9)
             recorded = {s: self._sign * v for s in range(lo, step + 1) if (v := rec.at(s)) is not None}
             xs = list(recorded)
-            trend = value
-            if self.horizon > 0 and len(xs) >= 2:
+            trend, sd = value, 0.0
+            if len(xs) >= 2:
                 x = np.asarray(xs, dtype=float) * self.grid_step
                 y = np.asarray([recorded[s] for s in xs])
                 xc = x - x.mean()
                 slope = float(xc @ (y - y.mean())) / float(xc @ xc)
                 at = step * self.grid_step
+                fitted = y.mean() + slope * (at - x.mean())
+                if len(xs) >= 3:
+                    sd = float(np.std(y - (y.mean() + slope * xc)))
+                    sd = sd if math.isfinite(sd) else 0.0
+                if self.smooth and self.strategy == "latest":
+                    value = float(fitted)  # recent values, not the single last one
                 ahead = min(self.horizon * at, max(0.0, 100.0 - at))  # never past the end of the run
-                trend = value + min(slope, 0.0) * ahead
-            out = (value, trend)
+                trend = value + min(slope, 0.0) * ahead if self.horizon > 0 else value
+            out = (value, trend, sd)
         self._scores[key] = out
         return out
 
-    def _peers(self, name: str, step: int, experiment: ExperimentState) -> list[tuple[float, float]]:
+    def _peers(self, name: str, step: int, experiment: ExperimentState) -> list[Score]:
         out = []
         for t in experiment.trials.values():
             if t.name == name or t.state is TrialState.FAILED:
@@ -168,13 +205,13 @@ class TrendHalvingPolicy(Policy):
                 out.append(s)
         return out
 
-    @staticmethod
-    def _behind(
-        mine: tuple[float, float], peers: list[tuple[float, float]], keep: float
-    ) -> tuple[int, int] | None:
-        """(peers better by value, by trend) when more than ``keep`` percent are better in both views."""
-        better_value = sum(1 for p in peers if p[0] < mine[0])
-        better_trend = sum(1 for p in peers if p[1] < mine[1])
+    def _behind(self, mine: Score, peers: list[Score], keep: float) -> tuple[int, int] | None:
+        """(peers better by value, by trend) when more than ``keep`` percent are better in both views;
+        with ``noise`` > 0 a peer counts as better only by more than ``noise`` x the trial's own
+        residual sd (the scatter of its recent values around their line)."""
+        margin = self.noise * mine[2]
+        better_value = sum(1 for p in peers if p[0] < mine[0] - margin)
+        better_trend = sum(1 for p in peers if p[1] < mine[1] - margin)
         allowed = keep / 100.0 * len(peers)
         return (better_value, better_trend) if better_value > allowed and better_trend > allowed else None
 
@@ -201,6 +238,47 @@ class TrendHalvingPolicy(Policy):
                 return False
         return True
 
+    def rank_gate(self, step: int, keep: float, experiment: ExperimentState) -> tuple[bool, str]:
+        """(the rung at grid ``step`` may judge, why): completed trials' values there predict their
+        finals (Spearman lower bound >= ``rho``) and the best completed trial would pass it now.
+        Recomputed whenever a trial ends (cached per count of ended trials)."""
+        key = (len(experiment.ended), step)
+        hit = self._rho_open.get(key)
+        if hit is not None:
+            return hit
+        done = [
+            t
+            for t in experiment.trials.values()
+            if t.state is TrialState.COMPLETE and t.recorded(self.strategy) is not None
+        ]
+        xs, ys, best = [], [], None
+        for t in done:
+            s = self.scores(t, step)
+            final = t.recorded(self.strategy)
+            if s is None or final is None or not (math.isfinite(s[0]) and math.isfinite(final)):
+                continue
+            xs.append(s[0])
+            ys.append(self._sign * final)
+            if best is None or self._sign * final < best[0]:
+                best = (self._sign * final, t, s)
+        out: tuple[bool, str]
+        if len(xs) < self.rho_min_finished or best is None:
+            out = (False, f"{len(xs)} of {self.rho_min_finished} completed trials needed to open the rung")
+        else:
+            r = spearman(xs, ys)
+            low = spearman_lower_bound(r, len(xs), self.rho_confidence)
+            if not low >= self.rho:  # NaN fails too
+                out = (
+                    False,
+                    f"Spearman {r:.2f} (lower bound {low:.2f}) < {self.rho:g} over {len(xs)} trials",
+                )
+            else:
+                peers = self._peers(best[1].name, step, experiment)
+                spared = len(peers) < self.min_peers or self._behind(best[2], peers, keep) is None
+                out = (spared, "" if spared else "the best completed trial would not pass the rung")
+        self._rho_open[key] = out
+        return out
+
     # -- decision -------------------------------------------------------------------------------
     def decide(self, ctx: PolicyContext) -> Decision:
         trial = ctx.trial
@@ -225,6 +303,8 @@ class TrendHalvingPolicy(Policy):
             if behind is None:
                 continue
             if rung < self.gate_below and not self.gate_open(step, keep, ctx.experiment):
+                continue
+            if self.rho > 0 and not self.rank_gate(step, keep, ctx.experiment)[0]:
                 continue
             better_value, better_trend = behind
             if ctx.experiment.leads(trial):

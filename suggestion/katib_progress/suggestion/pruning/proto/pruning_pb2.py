@@ -15,7 +15,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5katib_progress/suggestion/pruning/proto/pruning.proto\x12\x19katib_progress.pruning.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\x02\n\x10\x45xperimentConfig\x12\x1d\n\x15objective_metric_name\x18\x01 \x01(\t\x12\x37\n\tdirection\x18\x02 \x01(\x0e\x32$.katib_progress.pruning.v1.Direction\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12K\n\x08settings\x18\x04 \x03(\x0b\x32\x39.katib_progress.pruning.v1.ExperimentConfig.SettingsEntry\x12,\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x0fgpu_hour_budget\x18\x06 \x01(\x01H\x00\x88\x01\x01\x1a/\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_gpu_hour_budget\"\xb1\x03\n\x14ProgressPointRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\r\n\x05trial\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\x08progress\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x18\n\x0b\x65ta_seconds\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12M\n\x07metrics\x18\x07 \x03(\x0b\x32<.katib_progress.pruning.v1.ProgressPointRequest.MetricsEntry\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12;\n\x06\x63onfig\x18\t \x01(\x0b\x32+.katib_progress.pruning.v1.ExperimentConfig\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x42\x0b\n\t_progressB\x12\n\x10_elapsed_secondsB\x0e\n\x0c_eta_seconds\"\xaa\x02\n\rDecisionReply\x12\x41\n\x07verdict\x18\x01 \x01(\x0e\x32\x30.katib_progress.pruning.v1.DecisionReply.Verdict\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12H\n\x08\x65vidence\x18\x04 \x03(\x0b\x32\x36.katib_progress.pruning.v1.DecisionReply.EvidenceEntry\x1a/\n\rEvidenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43ONTINUE\x10\x01\x12\t\n\x05PRUNE\x10\x02\"\xc1\x01\n\x12ReportFinalRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\r\n\x05trial\x18\x02 \x01(\t\x12\x42\n\x05state\x18\x03 \x01(\x0e\x32\x33.katib_progress.pruning.v1.ReportFinalRequest.State\"D\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OMPLETE\x10\x01\x12\n\n\x06PRUNED\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"\x12\n\x10ReportFinalReply\"#\n\rForgetRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\"\r\n\x0b\x46orgetReply*B\n\tDirection\x12\x19\n\x15\x44IRECTION_UNSPECIFIED\x10\x00\x12\x0c\n\x08MINIMIZE\x10\x01\x12\x0c\n\x08MAXIMIZE\x10\x02\x32\xb5\x02\n\x07Pruning\x12\x63\n\x06\x44\x65\x63ide\x12/.katib_progress.pruning.v1.ProgressPointRequest\x1a(.katib_progress.pruning.v1.DecisionReply\x12i\n\x0bReportFinal\x12-.katib_progress.pruning.v1.ReportFinalRequest\x1a+.katib_progress.pruning.v1.ReportFinalReply\x12Z\n\x06\x46orget\x12(.katib_progress.pruning.v1.ForgetRequest\x1a&.katib_progress.pruning.v1.ForgetReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5katib_progress/suggestion/pruning/proto/pruning.proto\x12\x19katib_progress.pruning.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x02\n\x10\x45xperimentConfig\x12\x1d\n\x15objective_metric_name\x18\x01 \x01(\t\x12\x37\n\tdirection\x18\x02 \x01(\x0e\x32$.katib_progress.pruning.v1.Direction\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12K\n\x08settings\x18\x04 \x03(\x0b\x32\x39.katib_progress.pruning.v1.ExperimentConfig.SettingsEntry\x12,\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x0fgpu_hour_budget\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\x0fmetric_strategy\x18\x07 \x01(\t\x1a/\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_gpu_hour_budget\"\xb1\x03\n\x14ProgressPointRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\r\n\x05trial\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\x08progress\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0f\x65lapsed_seconds\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x18\n\x0b\x65ta_seconds\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12M\n\x07metrics\x18\x07 \x03(\x0b\x32<.katib_progress.pruning.v1.ProgressPointRequest.MetricsEntry\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12;\n\x06\x63onfig\x18\t \x01(\x0b\x32+.katib_progress.pruning.v1.ExperimentConfig\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x42\x0b\n\t_progressB\x12\n\x10_elapsed_secondsB\x0e\n\x0c_eta_seconds\"\xaa\x02\n\rDecisionReply\x12\x41\n\x07verdict\x18\x01 \x01(\x0e\x32\x30.katib_progress.pruning.v1.DecisionReply.Verdict\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12H\n\x08\x65vidence\x18\x04 \x03(\x0b\x32\x36.katib_progress.pruning.v1.DecisionReply.EvidenceEntry\x1a/\n\rEvidenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43ONTINUE\x10\x01\x12\t\n\x05PRUNE\x10\x02\"\xc1\x01\n\x12ReportFinalRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\r\n\x05trial\x18\x02 \x01(\t\x12\x42\n\x05state\x18\x03 \x01(\x0e\x32\x33.katib_progress.pruning.v1.ReportFinalRequest.State\"D\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OMPLETE\x10\x01\x12\n\n\x06PRUNED\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"\x12\n\x10ReportFinalReply\"#\n\rForgetRequest\x12\x12\n\nexperiment\x18\x01 \x01(\t\"\r\n\x0b\x46orgetReply*B\n\tDirection\x12\x19\n\x15\x44IRECTION_UNSPECIFIED\x10\x00\x12\x0c\n\x08MINIMIZE\x10\x01\x12\x0c\n\x08MAXIMIZE\x10\x02\x32\xb5\x02\n\x07Pruning\x12\x63\n\x06\x44\x65\x63ide\x12/.katib_progress.pruning.v1.ProgressPointRequest\x1a(.katib_progress.pruning.v1.DecisionReply\x12i\n\x0bReportFinal\x12-.katib_progress.pruning.v1.ReportFinalRequest\x1a+.katib_progress.pruning.v1.ReportFinalReply\x12Z\n\x06\x46orget\x12(.katib_progress.pruning.v1.ForgetRequest\x1a&.katib_progress.pruning.v1.ForgetReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -28,32 +28,32 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_PROGRESSPOINTREQUEST_METRICSENTRY']._serialized_options = b'8\001'
   _globals['_DECISIONREPLY_EVIDENCEENTRY']._options = None
   _globals['_DECISIONREPLY_EVIDENCEENTRY']._serialized_options = b'8\001'
-  _globals['_DIRECTION']._serialized_start=1469
-  _globals['_DIRECTION']._serialized_end=1535
+  _globals['_DIRECTION']._serialized_start=1494
+  _globals['_DIRECTION']._serialized_end=1560
   _globals['_EXPERIMENTCONFIG']._serialized_start=118
-  _globals['_EXPERIMENTCONFIG']._serialized_end=462
-  _globals['_EXPERIMENTCONFIG_SETTINGSENTRY']._serialized_start=395
-  _globals['_EXPERIMENTCONFIG_SETTINGSENTRY']._serialized_end=442
-  _globals['_PROGRESSPOINTREQUEST']._serialized_start=465
-  _globals['_PROGRESSPOINTREQUEST']._serialized_end=898
-  _globals['_PROGRESSPOINTREQUEST_METRICSENTRY']._serialized_start=803
-  _globals['_PROGRESSPOINTREQUEST_METRICSENTRY']._serialized_end=849
-  _globals['_DECISIONREPLY']._serialized_start=901
-  _globals['_DECISIONREPLY']._serialized_end=1199
-  _globals['_DECISIONREPLY_EVIDENCEENTRY']._serialized_start=1091
-  _globals['_DECISIONREPLY_EVIDENCEENTRY']._serialized_end=1138
-  _globals['_DECISIONREPLY_VERDICT']._serialized_start=1140
-  _globals['_DECISIONREPLY_VERDICT']._serialized_end=1199
-  _globals['_REPORTFINALREQUEST']._serialized_start=1202
-  _globals['_REPORTFINALREQUEST']._serialized_end=1395
-  _globals['_REPORTFINALREQUEST_STATE']._serialized_start=1327
-  _globals['_REPORTFINALREQUEST_STATE']._serialized_end=1395
-  _globals['_REPORTFINALREPLY']._serialized_start=1397
-  _globals['_REPORTFINALREPLY']._serialized_end=1415
-  _globals['_FORGETREQUEST']._serialized_start=1417
-  _globals['_FORGETREQUEST']._serialized_end=1452
-  _globals['_FORGETREPLY']._serialized_start=1454
-  _globals['_FORGETREPLY']._serialized_end=1467
-  _globals['_PRUNING']._serialized_start=1538
-  _globals['_PRUNING']._serialized_end=1847
+  _globals['_EXPERIMENTCONFIG']._serialized_end=487
+  _globals['_EXPERIMENTCONFIG_SETTINGSENTRY']._serialized_start=420
+  _globals['_EXPERIMENTCONFIG_SETTINGSENTRY']._serialized_end=467
+  _globals['_PROGRESSPOINTREQUEST']._serialized_start=490
+  _globals['_PROGRESSPOINTREQUEST']._serialized_end=923
+  _globals['_PROGRESSPOINTREQUEST_METRICSENTRY']._serialized_start=828
+  _globals['_PROGRESSPOINTREQUEST_METRICSENTRY']._serialized_end=874
+  _globals['_DECISIONREPLY']._serialized_start=926
+  _globals['_DECISIONREPLY']._serialized_end=1224
+  _globals['_DECISIONREPLY_EVIDENCEENTRY']._serialized_start=1116
+  _globals['_DECISIONREPLY_EVIDENCEENTRY']._serialized_end=1163
+  _globals['_DECISIONREPLY_VERDICT']._serialized_start=1165
+  _globals['_DECISIONREPLY_VERDICT']._serialized_end=1224
+  _globals['_REPORTFINALREQUEST']._serialized_start=1227
+  _globals['_REPORTFINALREQUEST']._serialized_end=1420
+  _globals['_REPORTFINALREQUEST_STATE']._serialized_start=1352
+  _globals['_REPORTFINALREQUEST_STATE']._serialized_end=1420
+  _globals['_REPORTFINALREPLY']._serialized_start=1422
+  _globals['_REPORTFINALREPLY']._serialized_end=1440
+  _globals['_FORGETREQUEST']._serialized_start=1442
+  _globals['_FORGETREQUEST']._serialized_end=1477
+  _globals['_FORGETREPLY']._serialized_start=1479
+  _globals['_FORGETREPLY']._serialized_end=1492
+  _globals['_PRUNING']._serialized_start=1563
+  _globals['_PRUNING']._serialized_end=1872
 # @@protoc_insertion_point(module_scope)

@@ -17,7 +17,7 @@ MINIMIZE: Direction
 MAXIMIZE: Direction
 
 class ExperimentConfig(_message.Message):
-    __slots__ = ("objective_metric_name", "direction", "policy", "settings", "deadline", "gpu_hour_budget")
+    __slots__ = ("objective_metric_name", "direction", "policy", "settings", "deadline", "gpu_hour_budget", "metric_strategy")
     class SettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -31,13 +31,15 @@ class ExperimentConfig(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     GPU_HOUR_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    METRIC_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     objective_metric_name: str
     direction: Direction
     policy: str
     settings: _containers.ScalarMap[str, str]
     deadline: _timestamp_pb2.Timestamp
     gpu_hour_budget: float
-    def __init__(self, objective_metric_name: _Optional[str] = ..., direction: _Optional[_Union[Direction, str]] = ..., policy: _Optional[str] = ..., settings: _Optional[_Mapping[str, str]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., gpu_hour_budget: _Optional[float] = ...) -> None: ...
+    metric_strategy: str
+    def __init__(self, objective_metric_name: _Optional[str] = ..., direction: _Optional[_Union[Direction, str]] = ..., policy: _Optional[str] = ..., settings: _Optional[_Mapping[str, str]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., gpu_hour_budget: _Optional[float] = ..., metric_strategy: _Optional[str] = ...) -> None: ...
 
 class ProgressPointRequest(_message.Message):
     __slots__ = ("experiment", "trial", "seq", "progress", "elapsed_seconds", "eta_seconds", "metrics", "timestamp", "config")
