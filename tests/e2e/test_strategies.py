@@ -56,3 +56,30 @@ def test_observation_follows_metric_strategies(katib: RealKatib) -> None:
     optimal = exp["status"]["currentOptimalTrial"]
     best = min(latest.values())
     assert optimal["bestTrialName"] in {n for n, v in latest.items() if v == best}, (optimal, latest)
+
+
+@pytest.mark.timeout(600)
+def test_pruning_follows_the_experiments_strategy_unrepeated(katib: RealKatib) -> None:
+    """``metricStrategies`` ``latest`` and early stopping ``katib-progress`` with no ``metric_strategy``
+    setting: Katib's EarlyStopping API cannot carry the strategy, the collector reads it from the
+    Experiment and sends it through our Pruning API, and the engine in our early-stopping container
+    judges by it (its log says so). Katib's GetEarlyStoppingRules comes first, without the strategy; the
+    collector's first point completes it and the engine is rebuilt under it once, never restarted on
+    a config change."""
+    katib.script.script = overfitting
+    body = experiment("strat-es", max_trials=4, parallel=2)
+    body["spec"]["objective"]["metricStrategies"] = [{"name": "loss", "value": "latest"}]
+    katib.submit(body)
+    exp = katib.wait_finished(NS, "strat-es", timeout=300)
+    assert has_condition(exp, "Succeeded"), katib.describe(NS, "strat-es")
+    logs = [
+        c.log
+        for (_, d), pod in katib.kubelet.pods.items()
+        if d.startswith("strat-es-")
+        for c in pod.containers
+    ]
+    text = "".join(p.read_text(errors="replace") for p in logs if p.name.endswith("early-stopping.log"))
+    assert "experiment strat-es: pruning engine:" in text, text[-2000:]
+    assert "metric strategy latest (the Experiment's metricStrategies)" in text, text[-2000:]
+    assert "pruning config changed" not in text
+    assert text.count("metric strategy latest (the Experiment's metricStrategies)") == 1, text[-2000:]

@@ -86,9 +86,34 @@ class PruningHub:
                     "experiment %s: ignoring a point's config; the Experiment's settings win", experiment
                 )
                 return slot.engine
-            if slot is not None:
+            if slot is not None and self._completes(slot.engine.config, config):
+                # Katib's settings first (GetEarlyStoppingRules), then the collector's first point brings
+                # the Experiment's metric strategy: every earlier judgment used another strategy, so the
+                # engine is built again under it, from the stored history (below)
+                _log.info(
+                    "experiment %s: the Experiment's metric strategy %s completes Katib's settings; "
+                    "engine rebuilt",
+                    experiment,
+                    config.objective_strategy,
+                )
+            elif slot is not None:
                 _log.warning("experiment %s: pruning config changed; starting a fresh engine", experiment)
             engine = PruningEngine(config)
+            if config.metric_strategy is not None:
+                source = "the metric_strategy setting"
+            elif config.objective_strategy is not None:
+                source = "the Experiment's metricStrategies"
+            else:
+                source = "Katib's default"
+            _log.info(
+                "experiment %s: pruning engine: policy %s, %s %s, metric strategy %s (%s)",
+                experiment,
+                ",".join(config.policy_names),
+                config.direction,
+                config.objective_metric,
+                config.strategy,
+                source,
+            )
             if self._history is not None:
                 stored = self._history(experiment)
                 if stored is not None:
@@ -97,6 +122,15 @@ class PruningHub:
                     _log.info("experiment %s: rebuilt from %d stored points", experiment, replayed)
             self._slots[experiment] = _Slot(engine, authoritative)
             return engine
+
+    @staticmethod
+    def _completes(current: PruningConfig, config: PruningConfig) -> bool:
+        """``config`` is ``current`` with the objective's strategy added, nothing else changed."""
+        return (
+            current.objective_strategy is None
+            and config.objective_strategy is not None
+            and config.model_copy(update={"objective_strategy": None}) == current
+        )
 
     @staticmethod
     def _with_strategy(slot: _Slot, config: PruningConfig, authoritative: bool) -> tuple[PruningConfig, bool]:
