@@ -13,31 +13,15 @@ docs/suggestion.md:
 from __future__ import annotations
 
 import sys
-from concurrent import futures
+
+from run_katib_optuna import katib_path, serve  # the same server around another of Katib's services
 
 
 def main() -> int:
-    katib, address = sys.argv[1], sys.argv[2]
-    # the image's PYTHONPATH (cmd/suggestion/hyperopt/v1beta1/Dockerfile)
-    sys.path[:0] = [
-        katib,
-        f"{katib}/pkg/apis/manager/v1beta1/python",
-        f"{katib}/pkg/apis/manager/health/python",
-    ]
-    import grpc
-    from pkg.apis.manager.health.python import health_pb2_grpc  # type: ignore[import-not-found]
-    from pkg.apis.manager.v1beta1.python import api_pb2_grpc  # type: ignore[import-not-found]
+    katib_path(sys.argv[1])
     from pkg.suggestion.v1beta1.hyperopt.service import HyperoptService  # type: ignore[import-not-found]
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=10))
-    service = HyperoptService()
-    api_pb2_grpc.add_SuggestionServicer_to_server(service, server)
-    health_pb2_grpc.add_HealthServicer_to_server(service, server)
-    server.add_insecure_port(address)
-    server.start()
-    print(f"Katib HyperoptService listening on {address}", flush=True)
-    server.wait_for_termination()
-    return 0
+    return serve(sys.argv[2], HyperoptService())
 
 
 if __name__ == "__main__":

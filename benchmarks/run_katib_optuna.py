@@ -12,30 +12,39 @@ from __future__ import annotations
 
 import sys
 from concurrent import futures
+from typing import Any
 
 
-def main() -> int:
-    katib, address = sys.argv[1], sys.argv[2]
-    # the image's PYTHONPATH (cmd/suggestion/optuna/v1beta1/Dockerfile)
+def katib_path(katib: str) -> None:
+    """The PYTHONPATH of Katib's suggestion images (cmd/suggestion/<name>/v1beta1/Dockerfile)."""
     sys.path[:0] = [
         katib,
         f"{katib}/pkg/apis/manager/v1beta1/python",
         f"{katib}/pkg/apis/manager/health/python",
     ]
+
+
+def serve(address: str, service: Any) -> int:
+    """Serve one of Katib's suggestion services (Suggestion and Health) on ``address``."""
     import grpc
     from pkg.apis.manager.health.python import health_pb2_grpc  # type: ignore[import-not-found]
     from pkg.apis.manager.v1beta1.python import api_pb2_grpc  # type: ignore[import-not-found]
-    from pkg.suggestion.v1beta1.optuna.service import OptunaService  # type: ignore[import-not-found]
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=10))
-    service = OptunaService()
     api_pb2_grpc.add_SuggestionServicer_to_server(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(service, server)
     server.add_insecure_port(address)
     server.start()
-    print(f"Katib OptunaService listening on {address}", flush=True)
+    print(f"Katib {type(service).__name__} listening on {address}", flush=True)
     server.wait_for_termination()
     return 0
+
+
+def main() -> int:
+    katib_path(sys.argv[1])
+    from pkg.suggestion.v1beta1.optuna.service import OptunaService  # type: ignore[import-not-found]
+
+    return serve(sys.argv[2], OptunaService())
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ from tests.e2e.controlplane import ControlPlane, binary, free_port
 from tests.e2e.netns import HostsFile, in_mount_namespace
 from tests.katibmodel import images
 from tests.katibmodel._controller import Controller, Timing
-from tests.katibmodel._kube import EXPERIMENTS, PODS, TRAINJOBS, TRIALS, Kube
-from tests.katibmodel.harness import KATIB_PROGRESS, Process, wait_experiment
+from tests.katibmodel._kube import EXPERIMENTS, TRAINJOBS, TRIALS, Kube
+from tests.katibmodel.harness import KATIB_PROGRESS, ExperimentWaits, Process, describe_lines
 from tests.katibmodel.kubelet import Kubelet
 from tests.katibmodel.network import ClusterDNS
 from tests.katibmodel.scenarios import always, converging
@@ -105,7 +105,9 @@ def converging_trials(_index: int, _jobset: Mapping[str, Any]) -> dict[str, str]
     return {"KP_E2E_CURVE": "converging"}
 
 
-class RealKatib:
+class RealKatib(ExperimentWaits):
+    WAIT = (300.0, 30.0, 90.0)  # real Katib: 10 s readiness delays, real processes
+
     def __init__(
         self,
         workdir: Path,
@@ -266,37 +268,8 @@ class RealKatib:
             )
         return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
 
-    def wait_finished(
-        self, namespace: str, name: str, *, timeout: float = 300.0, stall_s: float = 30.0,
-        startup_s: float = 90.0,
-    ) -> dict[str, Any]:  # fmt: skip
-        return wait_experiment(
-            lambda: self.experiment(namespace, name),
-            lambda: self.describe(namespace, name),
-            timeout=timeout,
-            stall_s=stall_s,
-            startup_s=startup_s,
-        )
-
     def describe(self, namespace: str, name: str) -> str:
-        exp = self.kube.get(EXPERIMENTS, namespace, name) or {}
-        status = exp.get("status") or {}
-        conditions = [(c["type"], c["status"], c.get("reason")) for c in status.get("conditions") or []]
-        lines = [f"experiment conditions: {conditions}"]
-        lines.append(f"counts: { {k: v for k, v in status.items() if k.startswith('trial')} }")
-        for t in self.trial_list(namespace, name):
-            conds = [
-                c["type"]
-                for c in (t.get("status") or {}).get("conditions") or []
-                if c.get("status") == "True"
-            ]
-            obs = (t.get("status") or {}).get("observation")
-            lines.append(f"  trial {t['metadata']['name']}: {conds} observation={obs}")
-        for pod in self.kube.list(PODS, namespace):
-            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                lines.append(
-                    f"  pod {pod['metadata']['name']}/{cs['name']}: ready={cs['ready']} state={cs['state']}"
-                )
+        lines = describe_lines(self.kube, namespace, name)
         runs = self.jobsets.running() if self.jobsets is not None else self.trainer.running()
         lines.append(f"  trainjobs: {len(self.kube.list(TRAINJOBS, namespace))}, runs: {runs}")
         if self.jobsets is not None and self.jobsets.errors:

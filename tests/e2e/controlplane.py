@@ -37,9 +37,10 @@ def cache_dir() -> Path:
 
 
 def binary(name: str) -> Path:
-    """The newest cached build of ``name`` (``<name>-<version>/<name>``, or inside ``katib-*``)."""
+    """The newest cached build of ``name``: ``<project>-<version>/<name>`` (``etcd-v3.6.16/etcd``,
+    ``katib-v0.19.0/katib-controller``, ``trainer-v2.3.0/trainer-controller-manager``)."""
     root = cache_dir()
-    found = sorted(root.glob(f"{name}-*/{name}")) + sorted(root.glob(f"katib-*/{name}"))
+    found = sorted(root.glob(f"*/{name}"))
     if not found:
         raise FileNotFoundError(f"{name} not built: run scripts/e2e_build.sh (cache {root})")
     return found[-1]

@@ -41,7 +41,6 @@ import json
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -54,23 +53,17 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.e2e.controlplane import cache_dir, free_port
+from tests.e2e.controlplane import binary, free_port
+from tests.e2e.katib import CRDS, MUTATING, NAMESPACES, ROOT, VALIDATING, load_all, module_dir
 from tests.e2e.netns import HostsFile
 from tests.e2e.pki import Pki
-from tests.katibmodel._kube import GVR, Kube, now
+from tests.katibmodel._kube import CONFIGMAPS, GVR, TRAINJOBS, Kube, has_condition
 from tests.katibmodel.harness import Process
+from tests.katibmodel.trainer import set_status_condition
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "scripts" / "e2e_build.sh"
-CRDS = GVR("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-NAMESPACES = GVR("", "v1", "namespaces")
 SECRETS = GVR("", "v1", "secrets")
-CONFIGMAPS = GVR("", "v1", "configmaps")
 SERVICEACCOUNTS = GVR("", "v1", "serviceaccounts")
-VALIDATING = GVR("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
-MUTATING = GVR("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
 JOBSETS = GVR("jobset.x-k8s.io", "v1alpha2", "jobsets")
-TRAINJOBS = GVR("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 CLUSTER_RUNTIMES = GVR("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
 
 #: pkg/util/cert/cert.go ``defaultNamespace`` / GetOperatorNamespace
@@ -107,20 +100,11 @@ def in_pod_namespace(argv: list[str], binds: list[tuple[Path, str]]) -> list[str
 
 def manager_binary() -> Path:
     """``trainer-<version>/trainer-controller-manager`` in the e2e cache (scripts/e2e_build.sh trainer)."""
-    found = sorted(cache_dir().glob("trainer-*/trainer-controller-manager"))
-    if not found:
-        raise FileNotFoundError(f"trainer-controller-manager not built: run scripts/e2e_build.sh trainer "
-                                f"(cache {cache_dir()})")  # fmt: skip
-    return found[-1]
+    return binary("trainer-controller-manager")
 
 
-def source(target: str) -> Path:
-    out = subprocess.run([str(BUILD), target], check=True, capture_output=True, text=True).stdout
-    return Path(out.strip())
-
-
-def _load_all(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+source = module_dir
+_load_all = load_all
 
 
 def _wait_established(kube: Kube, names: list[str], timeout: float = 60.0) -> None:
@@ -317,23 +301,8 @@ class Pod:
     log: Path = field(default_factory=Path)
 
 
-def _true(obj: Mapping[str, Any], kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or ()
-    )
-
-
-def _set_condition(conds: list[dict[str, Any]], kind: str, status: str, reason: str, message: str) -> None:
-    """apimachinery meta.SetStatusCondition (lastTransitionTime only changes with the status)."""
-    for c in conds:
-        if c["type"] == kind:
-            if c["status"] != status:
-                c["status"], c["lastTransitionTime"] = status, now()
-            c["reason"], c["message"] = reason, message
-            return
-    conds.append({"type": kind, "status": status, "reason": reason, "message": message,
-                  "lastTransitionTime": now()})  # fmt: skip
+_true = has_condition
+_set_condition = set_status_condition
 
 
 def trainer_container(jobset: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

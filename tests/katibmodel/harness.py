@@ -140,7 +140,62 @@ def wait_experiment(
         time.sleep(0.2)
 
 
-class KatibModel:
+def describe_lines(kube: Kube, namespace: str, name: str) -> list[str]:
+    """The Experiment's conditions and counts, each trial's True conditions and observation, each pod's
+    containers: the start of an assertion message (the Katib model's and real Katib's alike)."""
+    exp = kube.get(EXPERIMENTS, namespace, name) or {}
+    status = exp.get("status") or {}
+    conditions = [(c["type"], c["status"], c.get("reason")) for c in status.get("conditions") or []]
+    lines = [f"experiment conditions: {conditions}"]
+    lines.append(f"counts: { {k: v for k, v in status.items() if k.startswith('trial')} }")
+    trials = kube.list(TRIALS, namespace, labels={"katib.kubeflow.org/experiment": name})
+    for t in trials:
+        conds = [
+            c["type"] for c in (t.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+        ]
+        available = rules.is_observation_available(t)
+        lines.append(f"  trial {t['metadata']['name']}: {conds} observation={available}")
+    for pod in kube.list(PODS, namespace):
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            lines.append(
+                f"  pod {pod['metadata']['name']}/{cs['name']}: ready={cs['ready']} "
+                f"restarts={cs.get('restartCount')} state={cs['state']}"
+            )
+    return lines
+
+
+class ExperimentWaits:
+    """``wait_finished`` for a harness with ``experiment`` and ``describe`` (the Katib model, real Katib);
+    the default clock is the subclass's ``WAIT``: (timeout, stall, start-up) seconds."""
+
+    WAIT: tuple[float, float, float] = (180.0, 10.0, 45.0)
+
+    def experiment(self, namespace: str, name: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self, namespace: str, name: str) -> str:
+        raise NotImplementedError
+
+    def wait_finished(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        timeout: float | None = None,
+        stall_s: float | None = None,
+        startup_s: float | None = None,
+    ) -> dict[str, Any]:
+        default_timeout, default_stall, default_startup = self.WAIT
+        return wait_experiment(
+            lambda: self.experiment(namespace, name),
+            lambda: self.describe(namespace, name),
+            timeout=default_timeout if timeout is None else timeout,
+            stall_s=default_stall if stall_s is None else stall_s,
+            startup_s=default_startup if startup_s is None else startup_s,
+        )
+
+
+class KatibModel(ExperimentWaits):
     def __init__(
         self,
         kube: KubeStandin,
@@ -281,44 +336,9 @@ class KatibModel:
             )
         return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
 
-    def wait_finished(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        timeout: float = 180.0,
-        stall_s: float = 10.0,
-        startup_s: float = 45.0,
-    ) -> dict[str, Any]:
-        return wait_experiment(
-            lambda: self.experiment(namespace, name),
-            lambda: self.describe(namespace, name),
-            timeout=timeout,
-            stall_s=stall_s,
-            startup_s=startup_s,
-        )
-
     def describe(self, namespace: str, name: str) -> str:
         """What happened, for an assertion message."""
-        exp = self.kube.get(EXPERIMENTS, namespace, name) or {}
-        status = exp.get("status") or {}
-        conditions = [(c["type"], c["status"], c.get("reason")) for c in status.get("conditions") or []]
-        lines = [f"experiment conditions: {conditions}"]
-        lines.append(f"counts: { {k: v for k, v in status.items() if k.startswith('trial')} }")
-        for t in self.trial_list(namespace, name):
-            conds = [
-                c["type"]
-                for c in (t.get("status") or {}).get("conditions") or []
-                if c.get("status") == "True"
-            ]
-            available = rules.is_observation_available(t)
-            lines.append(f"  trial {t['metadata']['name']}: {conds} observation={available}")
-        for pod in self.kube.list(PODS, namespace):
-            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                lines.append(
-                    f"  pod {pod['metadata']['name']}/{cs['name']}: ready={cs['ready']} "
-                    f"restarts={cs['restartCount']} state={cs['state']}"
-                )
+        lines = describe_lines(self.kube, namespace, name)
         jobs = len(self.kube.list(TRAINJOBS, namespace))
         lines.append(f"  trainjobs: {jobs}, trainer runs: {self.trainer.running()}")
         lines.append(f"  suggestion calls: {self.client.calls[-6:]}")
