@@ -5,6 +5,7 @@ rejections, and collector restart recovery through latest()."""
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -356,3 +357,37 @@ def test_settings_from_cli_arguments_and_validation() -> None:
     assert (settings.max_buffered_rows, settings.rpc_timeout_s) == (7, 1.5)
     with pytest.raises(ValueError, match="max_buffered_rows"):
         DBManagerSettings(max_buffered_rows=0)
+
+
+class _PlainDBManager(pb_grpc.DBManagerServicer):  # type: ignore[misc]
+    """Like Katib's MySQL DB manager: stores what it is sent, no idempotent-writes promise."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str]] = []
+
+    def ReportObservationLog(self, request: Any, context: Any) -> Any:
+        for m in request.observation_log.metric_logs:
+            self.rows.append((m.time_stamp, m.metric.name, m.metric.value))
+        return pb.ReportObservationLogReply()
+
+
+def test_rows_sent_while_nothing_listens_are_resent_after_the_backoff_not_the_lock_wait() -> None:
+    """A write that could not connect never reached a server, so it cannot commit later: it is resent
+    after the backoff, not after ``lock_wait_s`` (30 s here), and stored once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    sink = DBManagerSink(address, settings=FAST.model_copy(update={"lock_wait_s": 30.0}))
+    servicer = _PlainDBManager()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_DBManagerServicer_to_server(servicer, server)
+    try:
+        sink.report("t", _rows(0))
+        assert not sink.flush(0.5)  # nothing listens: held
+        server.add_insecure_port(address)
+        server.start()
+        assert sink.flush(15), "held for the lock wait although nothing had been sent"
+        assert [v for _, _, v in servicer.rows] == ["0", "0", "0"]
+    finally:
+        sink.close()
+        server.stop(0)

@@ -13,7 +13,8 @@ rows across retries. Failures:
   after the client gave up on it (Katib's MySQL DB manager ignores the RPC deadline while it waits
   on a lock). So before resending, the batch is read back (``GetObservationLog``) only once
   ``lock_wait_s`` has passed since the last attempt began - past the server's worst-case lock wait
-  - and counts as delivered when all its rows are there (no duplicate rows). A store that
+  - and counts as delivered when all its rows are there (no duplicate rows). An attempt that never
+  left this process (``never_sent``: no connection) is not ambiguous: resent after the backoff. A store that
   advertises idempotent writes (the embedded store: trailing metadata
   ``katib-progress-idempotent-writes``; it skips rows it already holds, inside the write
   transaction) gets the batch resent after the backoff alone.
@@ -107,6 +108,16 @@ class _Batch:
     rows: list[MetricRow]
     attempts: int
     ambiguous_at: float | None
+
+
+def never_sent(exc: grpc.RpcError) -> bool:
+    """The RPC failed before its request left this process: gRPC's UNAVAILABLE with "failed to connect
+    to all addresses" (no connection: the channel is in TRANSIENT_FAILURE, found against Katib's real
+    DB manager killed and restarted, where waiting ``lock_wait_s`` held every trial for a minute).
+    Any other failure may have reached the server and stays ambiguous."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect to all addresses" in (
+        exc.details() or ""
+    )
 
 
 class DBManagerSink:
@@ -377,12 +388,15 @@ class DBManagerSink:
         self.counters.inc(RETRIES, code=code.name)
         s = self.settings
         retry_at = time.monotonic() + s.backoff.delay(batch.attempts, self._rng)
-        if not self.idempotent:  # the attempt may still commit until the server's lock wait ends
-            retry_at = max(retry_at, started + s.lock_wait_s)
+        sent = not never_sent(exc)
         with self._cond:
             state = self._trials[batch.trial]
             state.attempts += 1
-            state.ambiguous_at = started
+            if sent:  # a request that never left this process cannot have committed
+                state.ambiguous_at = started
+            if state.ambiguous_at is not None and not self.idempotent:
+                # an attempt that reached the server may still commit until its lock wait ends
+                retry_at = max(retry_at, state.ambiguous_at + s.lock_wait_s)
             waiting = len(self._trials)
         held = self._retry_log.due()
         if held is not None:
