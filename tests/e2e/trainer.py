@@ -279,7 +279,8 @@ class TrainerControllerManager:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.stop()
+            # its graceful shutdown waits on runnables for up to 15 s here; nothing of it is kept
+            self.proc.stop(timeout=3)
 
 
 # -- the JobSet level, played ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from kubernetes import client
 from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.events import EventRecorder, ObjectRef
 from katib_progress.collector.katib.observation import get_metrics, metric_names, observation_available
-from katib_progress.collector.kube._client import call_or_none, classify
+from katib_progress.collector.kube._client import TRANSPORT_ERRORS, call_or_none, classify
 from katib_progress.collector.pipeline import JobRef
 from katib_progress.collector.rows import MetricRow
 from katib_progress.core.errors import PermanentError, TemporaryError
@@ -200,7 +200,7 @@ class Enforcer:
                 if exc.status == 404:
                     return EnforceResult.GONE, None
                 raise classify(exc) from exc
-            except OSError as exc:
+            except TRANSPORT_ERRORS as exc:
                 raise classify(exc) from exc
             return (EnforceResult.ALREADY_STOPPED if stopped else EnforceResult.PRUNED), dict(updated)
         raise classify(client.ApiException(status=409, reason=f"Trial {job.trial} kept changing"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from kubernetes import client
 
-from katib_progress.collector.kube._client import classify
+from katib_progress.collector.kube._client import TRANSPORT_ERRORS, classify
 from katib_progress.core.errors import ConfigError
 from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHMS
 from katib_progress.core.pruning import (
@@ -158,7 +158,7 @@ class ExperimentCache:
             if exc.status != 404:
                 raise classify(exc) from exc
             info = None
-        except OSError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise classify(exc) from exc
         with self._lock:
             self._cache[key] = (now, info)

@@ -46,6 +46,9 @@ MARKED = CounterSpec("collector_final_metrics_marked_total", "TrainJobs given th
 WAITING = CounterSpec(
     "collector_final_metrics_checks_total", "checks of a completed TrainJob's stored rows", ("result",)
 )
+PASS_FAILURES = CounterSpec(
+    "collector_final_metrics_pass_failures_total", "final-metrics passes that raised unexpectedly"
+)
 DEFAULT_POLL = BackoffSettings(initial_s=0.2, max_s=5.0)
 
 
@@ -201,6 +204,9 @@ class FinalMetricsMarker:
                 self.check_pending()
             except TemporaryError as exc:  # pragma: no cover - check_pending handles per job
                 _log.warning("final-metrics pass failed: %s", exc)
+            except Exception:  # noqa: BLE001 - the thread's outermost loop: a dead thread strands every trial
+                self.counters.inc(PASS_FAILURES)
+                _log.exception("final-metrics pass failed unexpectedly; retrying")
 
     def stop(self) -> None:
         self._stopping.set()

@@ -48,6 +48,12 @@ def retry_after(exc: client.ApiException) -> float | None:
         return None
 
 
+#: what a Kubernetes client call raises when the API server cannot be reached: a socket error, or
+#: urllib3's own (MaxRetryError, ProtocolError: not OSError). Both are temporary (``classify``); the
+#: e2e tier found the final-metrics thread dead of an uncaught MaxRetryError after an API restart.
+TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError)
+
+
 def classify(exc: BaseException) -> TemporaryError | PermanentError:
     """Map a client failure to the project's error hierarchy (the original is the ``__cause__``)."""
     if isinstance(exc, TemporaryError | PermanentError):
@@ -75,5 +81,5 @@ def call_or_none(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | Non
         if exc.status == 404:
             return None
         raise classify(exc) from exc
-    except OSError as exc:
+    except TRANSPORT_ERRORS as exc:
         raise classify(exc) from exc
