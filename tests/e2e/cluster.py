@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import grpc
-from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+from kubeflow.katib import katib_api_pb2
 from kubernetes import client
 
 from tests.e2e import katib
@@ -34,7 +33,7 @@ from tests.e2e.controlplane import ControlPlane, binary, free_port
 from tests.e2e.netns import HostsFile, in_mount_namespace
 from tests.katibmodel import images
 from tests.katibmodel._controller import Controller, Timing
-from tests.katibmodel._kube import EXPERIMENTS, TRAINJOBS, TRIALS, Kube
+from tests.katibmodel._kube import EXPERIMENTS, TRAINJOBS, Kube
 from tests.katibmodel.harness import KATIB_PROGRESS, ExperimentWaits, Process, describe_lines
 from tests.katibmodel.kubelet import Kubelet
 from tests.katibmodel.network import ClusterDNS
@@ -252,21 +251,6 @@ class RealKatib(ExperimentWaits):
     def submit(self, experiment: Mapping[str, Any]) -> dict[str, Any]:
         """kubectl create: through the API server and Katib's real admission webhooks."""
         return self.kube.create(EXPERIMENTS, experiment["metadata"]["namespace"], experiment)
-
-    def experiment(self, namespace: str, name: str) -> dict[str, Any]:
-        found = self.kube.get(EXPERIMENTS, namespace, name)
-        assert found is not None, f"experiment {namespace}/{name} is gone"
-        return found
-
-    def trial_list(self, namespace: str, experiment: str) -> list[dict[str, Any]]:
-        return self.kube.list(TRIALS, namespace, labels={"katib.kubeflow.org/experiment": experiment})
-
-    def rows(self, trial: str, metric: str) -> list[tuple[str, str, str]]:
-        with grpc.insecure_channel(self.db_address) as channel:
-            reply = katib_api_pb2_grpc.DBManagerStub(channel).GetObservationLog(
-                pb.GetObservationLogRequest(trial_name=trial, metric_name=metric), timeout=10
-            )
-        return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
 
     def describe(self, namespace: str, name: str) -> str:
         lines = describe_lines(self.kube, namespace, name)

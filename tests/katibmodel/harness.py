@@ -165,13 +165,29 @@ def describe_lines(kube: Kube, namespace: str, name: str) -> list[str]:
 
 
 class ExperimentWaits:
-    """``wait_finished`` for a harness with ``experiment`` and ``describe`` (the Katib model, real Katib);
-    the default clock is the subclass's ``WAIT``: (timeout, stall, start-up) seconds."""
+    """What the Katib model and real Katib read alike, through ``kube`` and the DB manager at
+    ``db_address``: the Experiment, its trials, a trial's rows, and ``wait_finished`` (the default clock
+    is the subclass's ``WAIT``: timeout, stall and start-up seconds)."""
 
     WAIT: tuple[float, float, float] = (180.0, 10.0, 45.0)
+    kube: Kube
+    db_address: str
 
     def experiment(self, namespace: str, name: str) -> dict[str, Any]:
-        raise NotImplementedError
+        found = self.kube.get(EXPERIMENTS, namespace, name)
+        assert found is not None, f"experiment {namespace}/{name} is gone"
+        return found
+
+    def trial_list(self, namespace: str, experiment: str) -> list[dict[str, Any]]:
+        return self.kube.list(TRIALS, namespace, labels={"katib.kubeflow.org/experiment": experiment})
+
+    def rows(self, trial: str, metric: str) -> list[tuple[str, str, str]]:
+        """The trial's observation log for ``metric`` in Katib's DB manager: (name, value, time)."""
+        with grpc.insecure_channel(self.db_address) as channel:
+            reply = katib_api_pb2_grpc.DBManagerStub(channel).GetObservationLog(
+                pb.GetObservationLogRequest(trial_name=trial, metric_name=metric), timeout=10
+            )
+        return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
 
     def describe(self, namespace: str, name: str) -> str:
         raise NotImplementedError
@@ -320,21 +336,6 @@ class KatibModel(ExperimentWaits):
             )
 
     # -- reading -----------------------------------------------------------------------------------
-
-    def experiment(self, namespace: str, name: str) -> dict[str, Any]:
-        found = self.kube.get(EXPERIMENTS, namespace, name)
-        assert found is not None, f"experiment {namespace}/{name} is gone"
-        return found
-
-    def trial_list(self, namespace: str, experiment: str) -> list[dict[str, Any]]:
-        return self.kube.list(TRIALS, namespace, labels={"katib.kubeflow.org/experiment": experiment})
-
-    def rows(self, trial: str, metric: str) -> list[tuple[str, str, str]]:
-        with grpc.insecure_channel(self.db_address) as channel:
-            reply = katib_api_pb2_grpc.DBManagerStub(channel).GetObservationLog(
-                pb.GetObservationLogRequest(trial_name=trial, metric_name=metric), timeout=5
-            )
-        return [(m.metric.name, m.metric.value, m.time_stamp) for m in reply.observation_log.metric_logs]
 
     def describe(self, namespace: str, name: str) -> str:
         """What happened, for an assertion message."""
