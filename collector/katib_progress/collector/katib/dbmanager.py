@@ -7,7 +7,9 @@ queued snapshots of one trial are coalesced into a single ``ReportObservationLog
 ``max_batch_rows`` rows (a batch is all-or-nothing in Katib's MySQL, one INSERT); a batch keeps its
 rows across retries. Failures:
 
-- UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN (Katib's answer when MySQL is down), ABORTED, INTERNAL:
+- UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED (Katib's Go server resets a stream whose deadline passed
+  with RST_STREAM CANCEL, which can reach the client before its own timer: "Stream removed"; this
+  client never cancels a call itself), UNKNOWN (Katib's answer when MySQL is down), ABORTED, INTERNAL:
   retried forever with exponential backoff and jitter; the trial waits (others go on), its batch
   stays at the head of its FIFO. These outcomes are ambiguous: the server may still commit the write
   after the client gave up on it (Katib's MySQL DB manager ignores the RPC deadline while it waits
@@ -60,6 +62,9 @@ RETRYABLE = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.DEADLINE_EXCEEDED,
+        # grpc-go's server answers an expired deadline with RST_STREAM(CANCEL); the client may see that
+        # ("Stream removed") before its own deadline fires. Ambiguous, like DEADLINE_EXCEEDED.
+        grpc.StatusCode.CANCELLED,
         grpc.StatusCode.UNKNOWN,
         grpc.StatusCode.ABORTED,
         grpc.StatusCode.INTERNAL,
