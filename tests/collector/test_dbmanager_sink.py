@@ -170,6 +170,7 @@ class _Proxy(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._stub = pb_grpc.DBManagerStub(self._channel)
         self.stall_next_report_s = 0.0
         self.cancel_next_report = False
+        self.fail_next_gets = 0
         self.reject_trial = ""
         self.reports = 0
 
@@ -187,6 +188,9 @@ class _Proxy(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         return reply
 
     def GetObservationLog(self, request: Any, context: Any) -> Any:
+        if self.fail_next_gets:
+            self.fail_next_gets -= 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "read failed by test")
         return self._stub.GetObservationLog(request)
 
 
@@ -219,6 +223,25 @@ def test_committed_but_timed_out_batch_is_not_written_twice(
     assert counters.get(RETRIES, code="DEADLINE_EXCEEDED") >= 1
     assert counters.get(RECOVERED) == 1
     assert [v for _, _, v in _all(store.address, "t")] == ["0"] * 3 + ["1"] * 3
+
+
+def test_an_unanswered_read_back_is_asked_again_never_resent_blind(
+    store: StoreServer, proxy: tuple[_Proxy, str]
+) -> None:
+    servicer, address = proxy
+    servicer.stall_next_report_s = 1.0  # committed, the client times out
+    servicer.fail_next_gets = 2  # and the first read-backs get no answer
+    counters = Counters()
+    sink = DBManagerSink(address, settings=FAST.model_copy(update={"rpc_timeout_s": 0.3}), counters=counters)
+    try:
+        sink.report("t", _rows(0))
+        assert sink.flush(20)
+    finally:
+        sink.close()
+    assert counters.get(RETRIES, code="READBACK") == 2
+    assert counters.get(RECOVERED) == 1
+    assert servicer.reports == 1
+    assert [v for _, _, v in _all(store.address, "t")] == ["0"] * 3
 
 
 def test_a_committed_batch_answered_cancelled_is_read_back_not_dropped(

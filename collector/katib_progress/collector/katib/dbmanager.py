@@ -342,7 +342,12 @@ class DBManagerSink:
 
     def _attempt(self, batch: _Batch) -> float | None:
         """One delivery attempt; None when the batch is settled, else the time to try again."""
-        if batch.ambiguous_at is not None and not self.idempotent and self._already_written(batch):
+        found = None if batch.ambiguous_at is None or self.idempotent else self._already_written(batch)
+        if found is None and batch.ambiguous_at is not None and not self.idempotent:
+            # The read-back got no answer: the earlier attempt may have committed, so a resend now could
+            # store the rows twice (the DB manager may be back by the time the resend arrives). Ask again.
+            return self._unanswered(batch)
+        if found:
             self.counters.inc(RECOVERED)
             self.counters.inc(DELIVERED, len(batch.rows))
             _log.info(
@@ -419,7 +424,18 @@ class DBManagerSink:
             )
         return retry_at
 
-    def _already_written(self, batch: _Batch) -> bool:
+    def _unanswered(self, batch: _Batch) -> float:
+        """The read-back of an ambiguous batch failed: retry the read-back after the backoff (the batch's
+        ambiguous moment stays that of its last write attempt)."""
+        self.counters.inc(RETRIES, code="READBACK")
+        with self._cond:
+            state = self._trials[batch.trial]
+            state.attempts += 1
+        return time.monotonic() + self.settings.backoff.delay(batch.attempts, self._rng)
+
+    def _already_written(self, batch: _Batch) -> bool | None:
+        """True when every row of ``batch`` is stored, False when not, None when the DB manager did not
+        answer."""
         keys = [_key(r) for r in batch.rows]
         times = sorted(k[0] for k in keys)
         request = pb.GetObservationLogRequest(
@@ -430,7 +446,7 @@ class DBManagerSink:
         try:
             reply = self._stub.GetObservationLog(request, timeout=self.settings.rpc_timeout_s)
         except grpc.RpcError:
-            return False
+            return None
         found = {
             (parse_rfc3339(log.time_stamp, field="time_stamp"), log.metric.name, log.metric.value)
             for log in reply.observation_log.metric_logs
