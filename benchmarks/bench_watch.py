@@ -288,6 +288,9 @@ class Result:
     first_watch_empty_s: float = float("nan")
     first_watch_restart_s: float = float("nan")
     duplicates: int = 0
+    final_stored: int = 0  # jobs whose last published snapshot was stored after the updates stopped
+    final_jobs: int = 0
+    final_s: float = float("nan")
     sink: str = "embedded"
     rows: tuple[int, int, int] = (0, 0, 0)  # rows in the database: all, trainjob/seq, distinct snapshots
     api_stats: dict[str, Any] = field(default_factory=dict)
@@ -302,6 +305,11 @@ class Result:
     @property
     def collector_cores(self) -> float:
         return self.cores.get("collector", float("nan"))
+
+    @property
+    def cpu_ms_per_snapshot(self) -> float:
+        """The collector's CPU per stored snapshot in the window."""
+        return self.collector_cores * 1000 / self.stored_per_s if self.stored_per_s else float("nan")
 
 
 def first_watch_after(api: Api, moment: float, timeout: float) -> float:
@@ -403,6 +411,29 @@ def measure_window(res: Result, api: Api, poller: RowPoller, pids: dict[str, int
     res.tracked = poller.tracked()
 
 
+def final_snapshots(res: Result, api: Api, poller: RowPoller, jobs: int, timeout: float) -> None:
+    """Stop the updates and wait until every job's last published snapshot is stored: what a collector that
+    falls behind must still deliver (trainerStatus holds only the latest; intermediate ones may be skipped).
+    ``res.final_stored`` jobs had it within ``timeout`` s, ``res.final_s`` after the stop."""
+    api.call("/_bench/stop", "POST")
+    total = api.call("/_bench/stats")["published"]
+    got = api.call(f"/_bench/published?from={max(0, total - 2 * jobs)}")
+    last = dict(zip(got["i"], got["sec"], strict=True))  # each job publishes once a round: its last wins
+    keys = [RowPoller.key(i, sec) for i, sec in last.items()]
+
+    def stored() -> int:
+        return sum(1 for k in keys if k in poller.seen)
+
+    try:
+        res.final_s = wait_for("last snapshots", lambda: stored() == len(keys), timeout, 0.2)
+    except TimeoutError:
+        res.notes.append(
+            f"last snapshot of {len(keys) - stored():,} jobs not stored {timeout:.0f} s after the stop"
+        )
+    res.final_stored = stored()
+    res.final_jobs = len(keys)
+
+
 def check_objects() -> str:
     """Validate one TrainJob of the stream against the real CRD (tests/kubestandin/crds is a copy of
     /work/shared/reference/crds): nothing pruned, defaults present, schema and metadata valid."""
@@ -464,6 +495,7 @@ def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
         time.sleep(max(0.0, activated + 2 * PERIOD_S - time.monotonic()))  # past the first rounds
         pids = {"collector": collector.pid, "apiserver": api.proc.pid, **store.pids}
         measure_window(res, api, poller, pids, args)
+        final_snapshots(res, api, poller, jobs, args.final_timeout)
         if collector.poll() is not None:
             res.notes.append(f"collector exited with {collector.returncode} during the window; see {log}")
         if not stop(collector):
@@ -480,7 +512,6 @@ def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
         res.api_stats = api.call("/_bench/stats")
         for key in ("watch_starts", "list_starts"):
             res.api_stats[key] = len(res.api_stats[key])
-        api.call("/_bench/stop", "POST")
         stop(collector)
         collector = None
         poller.stop()
@@ -511,11 +542,13 @@ def render(results: list[Result]) -> None:
         "catch-up s",
         "p50 / p99 ms",
         "collector cores",
+        "CPU ms/snap",
         "RSS/job KiB",
         "RSS MiB",
         "first watch: empty / restart s",
         "sidecar ratio CPU / mem",
         "dup rows",
+        "last snap stored (s)",
         "rows: all / seq / distinct",
         "stand-in / store / db / others cores",
         "load avg",
@@ -533,11 +566,13 @@ def render(results: list[Result]) -> None:
             f"{r.catch_up_s:.1f}" if r.catch_up_s == r.catch_up_s else "never",
             f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
             f"{r.collector_cores:.2f}",
+            f"{r.cpu_ms_per_snapshot:.2f}",
             f"{r.rss_per_job_kib:,.1f}",
             f"{r.rss_end_mib:,.0f}",
             f"{r.first_watch_empty_s:.1f} / {r.first_watch_restart_s:.1f}",
             f"{cpu_ratio:,.0f}x / {mem_ratio:,.0f}x",
             f"{r.duplicates:,}",
+            f"{r.final_stored:,} of {r.final_jobs:,} ({r.final_s:.1f})",
             " / ".join(f"{n:,}" for n in r.rows),
             " / ".join(
                 f"{r.cores[k]:.2f}" if k in r.cores else "-"
@@ -566,6 +601,12 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=10.0, help="wait for late rows after the window")
     parser.add_argument("--sync-timeout", type=float, default=120.0, help="wait for every job's first row")
     parser.add_argument("--restart-timeout", type=float, default=180.0)
+    parser.add_argument(
+        "--final-timeout",
+        type=float,
+        default=60.0,
+        help="after the window: wait for every job's last snapshot",
+    )
     parser.add_argument(
         "--catch-up-timeout", type=float, default=120.0, help="wait this long for the backlog to drain"
     )
@@ -607,7 +648,11 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmpdir:
                 results.append(run_scale(jobs, args, Path(tmpdir)))
     if args.json:
-        print(json.dumps([asdict(r) | {"rss_per_job_kib": r.rss_per_job_kib} for r in results], indent=2))
+        extra = [
+            {"rss_per_job_kib": r.rss_per_job_kib, "cpu_ms_per_snapshot": r.cpu_ms_per_snapshot}
+            for r in results
+        ]
+        print(json.dumps([asdict(r) | e for r, e in zip(results, extra, strict=True)], indent=2))
     else:
         render(results)
 
