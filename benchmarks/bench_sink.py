@@ -1,25 +1,28 @@
-"""The ceiling of Katib's own sink: ReportObservationLog per second that Katib v0.19.0's ``katib-db-manager``
-on MariaDB sustains here, driven by ghz (a Go gRPC load generator), no collector involved.
+"""The ceiling of a sink: ReportObservationLog per second that Katib v0.19.0's ``katib-db-manager`` on MariaDB
+(``--sink katib``) or our ``katib-progress db serve`` (``--sink embedded``) sustains here, driven by ghz (a Go
+gRPC load generator), no collector involved.
 
-Run: .venv/bin/python benchmarks/bench_katib_sink.py [--seconds 20] [--concurrency 8,32] [--rates 2000,3000]
-     [--no-pin] [--json]
+Run: .venv/bin/python benchmarks/bench_sink.py [--sink katib|embedded] [--seconds 20] [--concurrency 8,32]
+     [--rates 2000,3000] [--no-pin] [--json]
 
-Starts MariaDB and ``katib-db-manager`` as the end-to-end tier does (tests/e2e/katib.py, through
-benchmarks/watchload/katibsink.py; scripts/e2e_deps.sh installs MariaDB, scripts/e2e_build.sh builds the DB
-manager), then runs ``ghz`` against it with Katib's own ``api.proto`` (read from the Go module cache). Each
-request has the benchmark's snapshot shape (benchmarks/bench_watch.py): one trial, 10 metric logs at one
-timestamp (six Hugging Face metrics plus progress, ETA, elapsed and seq); trials are distinct per request.
+Starts the sink as benchmarks/bench_watch.py does (Katib's: MariaDB and ``katib-db-manager`` as the
+end-to-end tier starts them, tests/e2e/katib.py through benchmarks/watchload/katibsink.py;
+scripts/e2e_deps.sh installs MariaDB, scripts/e2e_build.sh builds the DB manager), then runs ``ghz`` against
+it with Katib's own ``api.proto`` (read from the Go module cache). Each request has the benchmark's snapshot
+shape (benchmarks/bench_watch.py): one trial, 10 metric logs at one timestamp (six Hugging Face metrics plus
+progress, ETA, elapsed and seq); trials are distinct per request.
 
 - ``--concurrency C``: closed loop, C requests in flight (the collector's sink keeps at most 8), as fast as
   the DB manager answers: the highest rate it sustains, i.e. its ceiling;
 - ``--rates R``: open loop at R requests/s (ghz ``--rps``, 64 workers), to see the latency below the ceiling.
 
-Per run: requests answered OK per second, latency p50 / p99, the CPU of ``katib-db-manager``, of MariaDB's
-server and of ghz (cores over the run, and ms per request), and the rows MariaDB gained against 10 x OK
-answers (nothing lost, nothing added). By default the sink (DB manager and MariaDB, every thread) is pinned
-to CPU 0 and ghz to CPU 1, the layout of bench_watch.py (the sink and the API stand-in on CPU 0, the
-collector on CPU 1). ghz comes from ``go install github.com/bojand/ghz/cmd/ghz@v0.93.0`` (``--ghz``, or
-found on PATH or in the e2e cache as ``ghz/ghz``).
+Per run: requests answered OK per second, latency p50 / p99, the CPU of the DB manager (``katib-db-manager``
+or ``db serve``), of MariaDB's server and of ghz (cores over the run, and ms per request), and the rows the
+database gained against 10 x OK answers (nothing lost, nothing added). By default the sink (DB manager and
+MariaDB, every thread) is pinned to CPU 0 and ghz to CPU 1, the layout of bench_watch.py (the sink and the
+API stand-in on CPU 0, the collector on CPU 1). ghz comes from ``go install
+github.com/bojand/ghz/cmd/ghz@v0.93.0`` (``--ghz``, or found on PATH or in the e2e cache as ``ghz/ghz``;
+``scripts/e2e_build.sh ghz`` puts it there).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.watchload.katibsink import KatibSink  # noqa: E402
+from benchmarks.bench_watch import EmbeddedSink, KatibDBSink  # noqa: E402
 from benchmarks.watchload.measure import cpu_s, load_average  # noqa: E402
 
 NAMES = ("loss", "grad_norm", "learning_rate", "epoch", "eval_loss", "eval_accuracy")
@@ -56,7 +59,7 @@ def find_ghz(given: str | None) -> str:
         if candidate and Path(candidate).exists():
             return candidate
     raise SystemExit(
-        f"ghz not found: GOBIN={cache_dir() / 'ghz'} go install {GHZ_MODULE} (or pass --ghz PATH)"
+        f"ghz not found: run scripts/e2e_build.sh ghz (go install {GHZ_MODULE}), or pass --ghz PATH"
     )
 
 
@@ -93,8 +96,9 @@ class Run:
     error_kinds: dict[str, int]
 
 
-def run_ghz(ghz: str, proto: Path, sink: KatibSink, data: Path, args: Any, *, conc: int, rps: int) -> Run:
-    assert sink.client is not None
+def run_ghz(
+    ghz: str, proto: Path, sink: EmbeddedSink | KatibDBSink, data: Path, args: Any, *, conc: int, rps: int
+) -> Run:
     argv = [
         ghz, "--insecure", "--proto", str(proto), "--import-paths", str(proto.parent),
         "--call", "api.v1.beta1.DBManager.ReportObservationLog", "--data-file", str(data),
@@ -104,7 +108,7 @@ def run_ghz(ghz: str, proto: Path, sink: KatibSink, data: Path, args: Any, *, co
     if rps:
         argv[argv.index("--duration") : argv.index("--duration")] = ["--rps", str(rps)]
     pids = sink.pids
-    rows0 = sink.client.scalar("SELECT COUNT(*) FROM observation_logs")
+    rows0 = sink.counts()[0]
     before = {name: cpu_s(pid) for name, pid in pids.items()}
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # ghz is the only child reaped meanwhile
     load0, t0 = load_average(), time.monotonic()
@@ -118,7 +122,7 @@ def run_ghz(ghz: str, proto: Path, sink: KatibSink, data: Path, args: Any, *, co
         raise RuntimeError(f"ghz failed ({proc.returncode}): {err.decode()[-2000:]}")
     report = json.loads(out)
     time.sleep(0.5)
-    rows1 = sink.client.scalar("SELECT COUNT(*) FROM observation_logs")
+    rows1 = sink.counts()[0]
     codes = report.get("statusCodeDistribution") or {}
     ok = int(codes.get("OK", 0))
     window = float(report["total"]) / 1e9
@@ -141,14 +145,16 @@ def run_ghz(ghz: str, proto: Path, sink: KatibSink, data: Path, args: Any, *, co
     )
 
 
-def render(runs: list[Run]) -> None:
+def render(runs: list[Run], sink: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=200)
-    table = Table(
-        title="katib-db-manager (Katib v0.19.0) on MariaDB, driven by ghz: 10 metric logs per report"
-    )
+    names = {
+        "katib": "katib-db-manager (Katib v0.19.0) on MariaDB",
+        "embedded": "katib-progress db serve (SQLite)",
+    }
+    table = Table(title=f"{names[sink]}, driven by ghz: 10 metric logs per report")
     for col in (
         "load", "OK/s", "errors", "p50 / p99 ms", "DB manager cores", "MariaDB cores", "ghz cores",
         "CPU ms/request: DB manager / MariaDB / ghz", "rows added / 10 x OK", "load avg",
@@ -162,9 +168,9 @@ def render(runs: list[Run]) -> None:
             f"{r.errors:,}",
             f"{r.p50_ms:.1f} / {r.p99_ms:.1f}",
             f"{r.cores['store']:.2f}",
-            f"{r.cores['database']:.2f}",
+            f"{r.cores['database']:.2f}" if "database" in r.cores else "-",
             f"{r.cores['ghz']:.2f}",
-            f"{ms['store']:.3f} / {ms['database']:.3f} / {ms['ghz']:.3f}",
+            " / ".join(f"{ms[k]:.3f}" if k in ms else "-" for k in ("store", "database", "ghz")),
             f"{r.rows_added:,} / {ROWS * r.ok:,}",
             f"{r.load_avg[0]:.1f}-{r.load_avg[1]:.1f}",
         )
@@ -185,6 +191,7 @@ def render(runs: list[Run]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sink", choices=("katib", "embedded"), default="katib")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
     parser.add_argument(
         "--concurrency", default="8", help="closed-loop runs: requests in flight, comma-separated"
@@ -202,7 +209,7 @@ def main() -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         data = tmp / "request.json"
         data.write_text(json.dumps(request_template()))
-        sink = KatibSink(tmp).start()
+        sink = (KatibDBSink if args.sink == "katib" else EmbeddedSink)(tmp).start()
         try:
             if not args.no_pin:
                 sink.pin(0)
@@ -219,7 +226,7 @@ def main() -> None:
     if args.json:
         print(json.dumps([asdict(r) for r in runs], indent=2))
     else:
-        render(runs)
+        render(runs, args.sink)
 
 
 if __name__ == "__main__":
