@@ -291,6 +291,7 @@ class Result:
     final_stored: int = 0  # jobs whose last published snapshot was stored after the updates stopped
     final_jobs: int = 0
     final_s: float = float("nan")
+    read_ms: float = float("nan")  # one GetObservationLog at the end (the table full)
     sink: str = "embedded"
     rows: tuple[int, int, int] = (0, 0, 0)  # rows in the database: all, trainjob/seq, distinct snapshots
     api_stats: dict[str, Any] = field(default_factory=dict)
@@ -411,6 +412,24 @@ def measure_window(res: Result, api: Api, poller: RowPoller, pids: dict[str, int
     res.tracked = poller.tracked()
 
 
+def read_ms(address: str, trial: str, repeat: int = 3) -> float:
+    """Milliseconds of one ``GetObservationLog`` of a trial's ``trainjob/seq`` rows through the sink's gRPC
+    API at the end of the run (the read a restarted collector makes per job; best of ``repeat``)."""
+    import grpc
+    from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+
+    pb: Any = katib_api_pb2  # the generated stubs carry no type information
+    best = float("inf")
+    with grpc.insecure_channel(address) as channel:
+        stub = katib_api_pb2_grpc.DBManagerStub(channel)
+        request = pb.GetObservationLogRequest(trial_name=trial, metric_name=SEQ_METRIC)
+        for _ in range(repeat):
+            start = time.monotonic()
+            stub.GetObservationLog(request, timeout=120)
+            best = min(best, time.monotonic() - start)
+    return best * 1000
+
+
 def final_snapshots(res: Result, api: Api, poller: RowPoller, jobs: int, timeout: float) -> None:
     """Stop the updates and wait until every job's last published snapshot is stored: what a collector that
     falls behind must still deliver (trainerStatus holds only the latest; intermediate ones may be skipped).
@@ -517,6 +536,7 @@ def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
         poller.stop()
         res.duplicates = store.duplicates()
         res.rows = store.counts()
+        res.read_ms = read_ms(address, fleet_jobs[0].name)
     finally:
         if poller is not None:
             poller.stop()
@@ -550,6 +570,7 @@ def render(results: list[Result]) -> None:
         "dup rows",
         "last snap stored (s)",
         "rows: all / seq / distinct",
+        "read ms",
         "stand-in / store / db / others cores",
         "load avg",
     ]
@@ -574,6 +595,7 @@ def render(results: list[Result]) -> None:
             f"{r.duplicates:,}",
             f"{r.final_stored:,} of {r.final_jobs:,} ({r.final_s:.1f})",
             " / ".join(f"{n:,}" for n in r.rows),
+            f"{r.read_ms:,.0f}",
             " / ".join(
                 f"{r.cores[k]:.2f}" if k in r.cores else "-"
                 for k in ("apiserver", "store", "database", "others")
@@ -585,7 +607,8 @@ def render(results: list[Result]) -> None:
         f"{os.cpu_count()} CPUs; collector pinned to one core: {all(r.pinned for r in results)}. "
         "Sidecar ratio: N x (50m CPU, 10Mi) requested by Katib's per-trial sidecars / what the collector "
         "used. 'others' = machine-wide busy cores minus the processes of this run; 'db' = the MariaDB server "
-        "(--sink katib). Rows: counted in the database after the run (restart included)."
+        "(--sink katib). Rows: counted in the database after the run (restart included). Read ms: one "
+        "GetObservationLog of a trial's trainjob/seq rows then (what a restarted collector reads per job)."
     )
     for r in results:
         for note in r.notes:
