@@ -69,15 +69,16 @@ def katib_proto() -> Path:
     return module_dir("katib-source") / "pkg/apis/manager/v1beta1/api.proto"
 
 
-def request_template() -> dict[str, Any]:
-    """One snapshot's report: a fresh trial per request (ghz fills in the request number)."""
+def request_template(run: int) -> dict[str, Any]:
+    """One snapshot's report: a fresh trial per request (ghz fills in the request number, which starts at 0
+    in every run, hence the run's number in the name: ``db serve`` skips rows it already holds)."""
     stamp = "2026-12-04T06:00:00Z"
     values = [f"0.{n:06d}" for n in range(len(NAMES))] + ["42", "310", "227", "17"]
     logs = [
         {"time_stamp": stamp, "metric": {"name": name, "value": value}}
         for name, value in zip((*NAMES, *RESERVED), values, strict=True)
     ]
-    return {"trial_name": "bench-{{.RequestNumber}}", "observation_log": {"metric_logs": logs}}
+    return {"trial_name": f"bench-{run}-{{{{.RequestNumber}}}}", "observation_log": {"metric_logs": logs}}
 
 
 @dataclass
@@ -97,8 +98,11 @@ class Run:
 
 
 def run_ghz(
-    ghz: str, proto: Path, sink: EmbeddedSink | KatibDBSink, data: Path, args: Any, *, conc: int, rps: int
+    ghz: str, proto: Path, sink: EmbeddedSink | KatibDBSink, tmp: Path, args: Any, *, conc: int, rps: int
 ) -> Run:
+    run = len(list(tmp.glob("request-*.json")))
+    data = tmp / f"request-{run}.json"
+    data.write_text(json.dumps(request_template(run)))
     argv = [
         ghz, "--insecure", "--proto", str(proto), "--import-paths", str(proto.parent),
         "--call", "api.v1.beta1.DBManager.ReportObservationLog", "--data-file", str(data),
@@ -207,8 +211,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-katib-sink-") as tmpdir:
         tmp = args.keep or Path(tmpdir)
         tmp.mkdir(parents=True, exist_ok=True)
-        data = tmp / "request.json"
-        data.write_text(json.dumps(request_template()))
         sink = (KatibDBSink if args.sink == "katib" else EmbeddedSink)(tmp).start()
         try:
             if not args.no_pin:
@@ -216,11 +218,11 @@ def main() -> None:
             runs = []
             if args.warmup:
                 warm = argparse.Namespace(**{**vars(args), "seconds": args.warmup})
-                run_ghz(ghz, proto, sink, data, warm, conc=8, rps=0)
+                run_ghz(ghz, proto, sink, tmp, warm, conc=8, rps=0)
             for conc in [int(c) for c in args.concurrency.split(",") if c]:
-                runs.append(run_ghz(ghz, proto, sink, data, args, conc=conc, rps=0))
+                runs.append(run_ghz(ghz, proto, sink, tmp, args, conc=conc, rps=0))
             for rate in [int(r) for r in args.rates.split(",") if r]:
-                runs.append(run_ghz(ghz, proto, sink, data, args, conc=64, rps=rate))
+                runs.append(run_ghz(ghz, proto, sink, tmp, args, conc=64, rps=rate))
         finally:
             sink.stop()
     if args.json:
