@@ -107,6 +107,10 @@ class MariaRowPoller(RowPoller):
                 last = int(rid)
                 self._record(trial, int(second), now)
 
+    def stop(self) -> None:
+        super().stop()
+        self.client.close()
+
 
 def duplicate_rows(client: MariaClient) -> int:
     """Rows stored more than once: the same (trial, time, metric, value) twice."""
