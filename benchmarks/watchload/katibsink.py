@@ -86,26 +86,48 @@ class MariaClient:
 
 class MariaRowPoller(RowPoller):
     """``RowPoller`` on Katib's table: new ``trainjob/seq`` rows by id (the primary key, so each poll is a
-    range read), keyed by (job index, UTC second of the row's time)."""
+    range read), keyed by (job index, UTC second of the row's time).
 
-    def __init__(self, client: MariaClient, index_of: dict[str, int], interval_s: float = 0.005) -> None:
+    Concurrent INSERTs take their auto-increment ids when they start and commit in any order, so a row can
+    become visible after rows with higher ids: every ``recheck_every`` polls the last ``recheck_ids`` ids
+    are read again and rows not seen before are recorded (ids seen are remembered in that window)."""
+
+    def __init__(
+        self,
+        client: MariaClient,
+        index_of: dict[str, int],
+        interval_s: float = 0.005,
+        recheck_every: int = 20,
+        recheck_ids: int = 20_000,
+    ) -> None:
         super().__init__(Path("/nonexistent"), index_of, interval_s)
         self.client = client
+        self.recheck_every, self.recheck_ids = recheck_every, recheck_ids
 
     def _run(self) -> None:
-        last = 0
+        last, polls = 0, 0
+        ids: set[int] = set()
         while not self._stop.wait(self.interval_s):
+            polls += 1
+            since = max(0, last - self.recheck_ids) if polls % self.recheck_every == 0 else last
             try:
                 rows = self.client.query(
                     "SELECT id, trial_name, FLOOR(UNIX_TIMESTAMP(time)) FROM observation_logs"
-                    f" WHERE id > {last} AND metric_name = '{SEQ_METRIC}' ORDER BY id"
+                    f" WHERE id > {since} AND metric_name = '{SEQ_METRIC}' ORDER BY id"
                 )
             except RuntimeError:
                 return
             now = time.monotonic()
             for rid, trial, second in rows:
-                last = int(rid)
+                row_id = int(rid)
+                if row_id in ids:
+                    continue
+                ids.add(row_id)
+                last = max(last, row_id)
                 self._record(trial, int(second), now)
+            if polls % (self.recheck_every * 20) == 0:
+                floor = last - 2 * self.recheck_ids
+                ids = {i for i in ids if i > floor}
 
     def stop(self) -> None:
         super().stop()
