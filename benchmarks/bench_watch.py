@@ -1,6 +1,7 @@
 """The collector under load through the real watch path: N running TrainJobs, each updating every 5 s.
 
-Run: .venv/bin/python benchmarks/bench_watch.py [--jobs 1000,10000,20000] [--seconds 60] [--quick] [--json]
+Run: .venv/bin/python benchmarks/bench_watch.py [--sink embedded|katib] [--jobs 1000,10000,20000]
+     [--seconds 60] [--quick] [--json]
 
 Three real processes per N, each started through its command line:
 
@@ -9,7 +10,10 @@ Three real processes per N, each started through its command line:
   does; see benchmarks/watchload/feed.py). It holds N Trial-owned TrainJobs with managedFields, labels and
   ownerReferences (one sample is validated against the real TrainJob CRD at start) and publishes one
   trainerStatus update per job every 5 s (phases spread evenly: N / 5 snapshots per second offered).
-- ``katib-progress db serve``: the embedded DB manager on an SQLite file.
+- the sink: ``katib-progress db serve``, the embedded DB manager on an SQLite file (``--sink embedded``,
+  the default), or Katib v0.19.0's own ``katib-db-manager`` on MariaDB (``--sink katib``; both started as
+  the end-to-end tier starts them, tests/e2e/katib.py; built by scripts/e2e_build.sh, MariaDB installed by
+  scripts/e2e_deps.sh; see benchmarks/watchload/katibsink.py).
 - ``katib-progress collector run --kubeconfig K --db-manager A``: the collector, pinned to one core.
 
 Sequence per N: start the store, the stand-in and the collector; activate the stand-in (every TrainJob
@@ -22,13 +26,15 @@ activation to the start of the first of those slices ("never" = timed out), so a
 shown, not hidden. Only then the measurement window (``--seconds``) opens.
 
 Measured in the window: end-to-end latency (update published by the stand-in -> the snapshot's
-``trainjob/seq`` row visible in the SQLite file, polled every 5 ms), sustained snapshots stored per
-second, snapshots lost (published in the window, never stored), collector CPU in cores (utime + stime
-from /proc), collector RSS growth per tracked job, and the CPU of the stand-in, the store, this driver
-and everything else on the machine. Outside it: time from process start to the first WATCH request
-(empty cluster, and after a restart with N jobs present) and duplicate rows. Katib's alternative
-reserves 50m CPU and 10Mi per trial pod (its metrics-collector sidecar's default requests); the ratios
-compare N of those with what the collector used.
+``trainjob/seq`` row visible in the SQLite file or the MariaDB table, polled every 5 ms), sustained
+snapshots stored per second, snapshots lost (published in the window, never stored), collector CPU in cores
+(utime + stime from /proc), collector RSS growth per tracked job, and the CPU of the stand-in, the store,
+this driver and everything else on the machine (with ``--sink katib``: ``katib-db-manager`` as the store and
+MariaDB's server as the database). Outside it: time from process start to the first WATCH request (empty
+cluster, and after a restart with N jobs present), duplicate rows, and the rows counted in the database at
+the end (all, ``trainjob/seq`` rows, distinct snapshots among them). Katib's alternative reserves 50m CPU
+and 10Mi per trial pod (its metrics-collector sidecar's default requests); the ratios compare N of those
+with what the collector used.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.watchload.measure import (  # noqa: E402
+    SEQ_METRIC,
     RowPoller,
     Sample,
     duplicate_rows,
@@ -147,6 +154,95 @@ def start_store(tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     return proc, address, db
 
 
+class EmbeddedSink:
+    """``katib-progress db serve`` on an SQLite file (``--sink embedded``)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self.db = tmp / "observations.sqlite"
+
+    def start(self) -> EmbeddedSink:
+        self.proc, self.address, self.db = start_store(self.tmp)
+        return self
+
+    @property
+    def pids(self) -> dict[str, int]:
+        assert self.proc is not None
+        return {"store": self.proc.pid}
+
+    def pin(self, cpu: int) -> bool:
+        from benchmarks.watchload.katibsink import pin_all
+
+        return pin_all(self.pids["store"], cpu)
+
+    def poller(self, index_of: dict[str, int]) -> RowPoller:
+        return RowPoller(self.db, index_of)
+
+    def duplicates(self) -> int:
+        return duplicate_rows(self.db)
+
+    def counts(self) -> tuple[int, int, int]:
+        import sqlite3
+
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)
+        try:
+            row = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(metric_name = ?), 0), (SELECT COUNT(*) FROM (SELECT DISTINCT"
+                " trial_name, time_us FROM observation_logs WHERE metric_name = ?)) FROM observation_logs",
+                (SEQ_METRIC, SEQ_METRIC),
+            ).fetchone()
+        finally:
+            conn.close()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+class KatibDBSink:
+    """Katib's ``katib-db-manager`` on MariaDB (``--sink katib``; benchmarks/watchload/katibsink.py)."""
+
+    def __init__(self, tmp: Path) -> None:
+        from benchmarks.watchload.katibsink import KatibSink
+
+        self.sink = KatibSink(tmp)
+        self.address = self.sink.address
+
+    def start(self) -> KatibDBSink:
+        self.sink.start()
+        return self
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return self.sink.pids
+
+    def pin(self, cpu: int) -> bool:
+        return self.sink.pin(cpu)
+
+    def poller(self, index_of: dict[str, int]) -> RowPoller:
+        from benchmarks.watchload.katibsink import MariaClient, MariaRowPoller
+
+        # its own client: the poller's 5 ms queries must not wait behind the counting queries
+        return MariaRowPoller(MariaClient(self.sink.db.socket, self.sink.password), index_of)
+
+    def duplicates(self) -> int:
+        from benchmarks.watchload import katibsink
+
+        assert self.sink.client is not None
+        return katibsink.duplicate_rows(self.sink.client)
+
+    def counts(self) -> tuple[int, int, int]:
+        from benchmarks.watchload import katibsink
+
+        assert self.sink.client is not None
+        return katibsink.row_counts(self.sink.client)
+
+    def stop(self) -> None:
+        self.sink.stop()
+
+
 def start_collector(kubeconfig: Path, address: str, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*CLI, "collector", "run", "--kubeconfig", str(kubeconfig), "--db-manager", address],
@@ -192,6 +288,12 @@ class Result:
     first_watch_empty_s: float = float("nan")
     first_watch_restart_s: float = float("nan")
     duplicates: int = 0
+    final_stored: int = 0  # jobs whose last published snapshot was stored after the updates stopped
+    final_jobs: int = 0
+    final_s: float = float("nan")
+    read_ms: float = float("nan")  # one GetObservationLog at the end (the table full)
+    sink: str = "embedded"
+    rows: tuple[int, int, int] = (0, 0, 0)  # rows in the database: all, trainjob/seq, distinct snapshots
     api_stats: dict[str, Any] = field(default_factory=dict)
     load_avg: tuple[float, float] = (0.0, 0.0)
     pinned: bool = False
@@ -204,6 +306,11 @@ class Result:
     @property
     def collector_cores(self) -> float:
         return self.cores.get("collector", float("nan"))
+
+    @property
+    def cpu_ms_per_snapshot(self) -> float:
+        """The collector's CPU per stored snapshot in the window."""
+        return self.collector_cores * 1000 / self.stored_per_s if self.stored_per_s else float("nan")
 
 
 def first_watch_after(api: Api, moment: float, timeout: float) -> float:
@@ -305,6 +412,47 @@ def measure_window(res: Result, api: Api, poller: RowPoller, pids: dict[str, int
     res.tracked = poller.tracked()
 
 
+def read_ms(address: str, trial: str, repeat: int = 3) -> float:
+    """Milliseconds of one ``GetObservationLog`` of a trial's ``trainjob/seq`` rows through the sink's gRPC
+    API at the end of the run (the read a restarted collector makes per job; best of ``repeat``)."""
+    import grpc
+    from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
+
+    pb: Any = katib_api_pb2  # the generated stubs carry no type information
+    best = float("inf")
+    with grpc.insecure_channel(address) as channel:
+        stub = katib_api_pb2_grpc.DBManagerStub(channel)
+        request = pb.GetObservationLogRequest(trial_name=trial, metric_name=SEQ_METRIC)
+        for _ in range(repeat):
+            start = time.monotonic()
+            stub.GetObservationLog(request, timeout=120)
+            best = min(best, time.monotonic() - start)
+    return best * 1000
+
+
+def final_snapshots(res: Result, api: Api, poller: RowPoller, jobs: int, timeout: float) -> None:
+    """Stop the updates and wait until every job's last published snapshot is stored: what a collector that
+    falls behind must still deliver (trainerStatus holds only the latest; intermediate ones may be skipped).
+    ``res.final_stored`` jobs had it within ``timeout`` s, ``res.final_s`` after the stop."""
+    api.call("/_bench/stop", "POST")
+    total = api.call("/_bench/stats")["published"]
+    got = api.call(f"/_bench/published?from={max(0, total - 2 * jobs)}")
+    last = dict(zip(got["i"], got["sec"], strict=True))  # each job publishes once a round: its last wins
+    keys = [RowPoller.key(i, sec) for i, sec in last.items()]
+
+    def stored() -> int:
+        return sum(1 for k in keys if k in poller.seen)
+
+    try:
+        res.final_s = wait_for("last snapshots", lambda: stored() == len(keys), timeout, 0.2)
+    except TimeoutError:
+        res.notes.append(
+            f"last snapshot of {len(keys) - stored():,} jobs not stored {timeout:.0f} s after the stop"
+        )
+    res.final_stored = stored()
+    res.final_jobs = len(keys)
+
+
 def check_objects() -> str:
     """Validate one TrainJob of the stream against the real CRD (tests/kubestandin/crds is a copy of
     /work/shared/reference/crds): nothing pruned, defaults present, schema and metadata valid."""
@@ -335,25 +483,25 @@ def check_objects() -> str:
 
 
 def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
-    res = Result(jobs, jobs / PERIOD_S)
+    res = Result(jobs, jobs / PERIOD_S, sink=args.sink)
     _, fleet_jobs = fleet(jobs)
-    store = api = collector = None
+    api = collector = None
+    store: EmbeddedSink | KatibDBSink = (KatibDBSink if args.sink == "katib" else EmbeddedSink)(tmp)
     poller: RowPoller | None = None
     try:
-        store, address, db = start_store(tmp)
+        store.start()
+        address = store.address
         api = Api(jobs, tmp / "apiserver.log")
         kubeconfig = api.kubeconfig(tmp / "kubeconfig")
         log = tmp / "collector.log"
         started = time.monotonic()
         collector = start_collector(kubeconfig, address, log)
         if not args.no_pin:
-            res.pinned = all(
-                [pin(collector.pid, 1), pin(api.proc.pid, 0), pin(store.pid, 0), pin(os.getpid(), 0)]
-            )
+            res.pinned = all([pin(collector.pid, 1), pin(api.proc.pid, 0), store.pin(0), pin(os.getpid(), 0)])
         res.first_watch_empty_s = first_watch_after(api, started, 120)
         time.sleep(2.0)
         res.rss_start_mib = rss_kib(collector.pid) / 1024
-        poller = RowPoller(db, {j.name: j.index for j in fleet_jobs}).start()
+        poller = store.poller({j.name: j.index for j in fleet_jobs}).start()
         activated = time.monotonic()
         api.call("/_bench/activate", "POST")
         try:
@@ -364,8 +512,9 @@ def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
             res.notes.append(f"{exc} ({poller.tracked()} tracked)")
         wait_caught_up(res, api, poller, activated, args)
         time.sleep(max(0.0, activated + 2 * PERIOD_S - time.monotonic()))  # past the first rounds
-        pids = {"collector": collector.pid, "apiserver": api.proc.pid, "store": store.pid}
+        pids = {"collector": collector.pid, "apiserver": api.proc.pid, **store.pids}
         measure_window(res, api, poller, pids, args)
+        final_snapshots(res, api, poller, jobs, args.final_timeout)
         if collector.poll() is not None:
             res.notes.append(f"collector exited with {collector.returncode} during the window; see {log}")
         if not stop(collector):
@@ -382,17 +531,18 @@ def run_scale(jobs: int, args: Any, tmp: Path) -> Result:
         res.api_stats = api.call("/_bench/stats")
         for key in ("watch_starts", "list_starts"):
             res.api_stats[key] = len(res.api_stats[key])
-        api.call("/_bench/stop", "POST")
         stop(collector)
         collector = None
         poller.stop()
-        res.duplicates = duplicate_rows(db)
+        res.duplicates = store.duplicates()
+        res.rows = store.counts()
+        res.read_ms = read_ms(address, fleet_jobs[0].name)
     finally:
         if poller is not None:
             poller.stop()
         stop(collector)
         stop(api.proc if api is not None else None)
-        stop(store)
+        store.stop()
     return res
 
 
@@ -401,7 +551,9 @@ def render(results: list[Result]) -> None:
     from rich.table import Table
 
     console = Console(width=200)
-    table = Table(title="collector through the real watch path (updates every 5 s per TrainJob)")
+    sinks = {"embedded": "db serve (SQLite)", "katib": "Katib's katib-db-manager on MariaDB"}
+    title = "collector through the real watch path (updates every 5 s per TrainJob)"
+    table = Table(title=f"{title}; sink: {', '.join(sorted({sinks[r.sink] for r in results}))}")
     columns = [
         "N",
         "offered/s",
@@ -410,12 +562,16 @@ def render(results: list[Result]) -> None:
         "catch-up s",
         "p50 / p99 ms",
         "collector cores",
+        "CPU ms/snap",
         "RSS/job KiB",
         "RSS MiB",
         "first watch: empty / restart s",
         "sidecar ratio CPU / mem",
         "dup rows",
-        "stand-in / store / others cores",
+        "last snap stored (s)",
+        "rows: all / seq / distinct",
+        "read ms",
+        "stand-in / store / db / others cores",
         "load avg",
     ]
     for col in columns:
@@ -431,19 +587,28 @@ def render(results: list[Result]) -> None:
             f"{r.catch_up_s:.1f}" if r.catch_up_s == r.catch_up_s else "never",
             f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
             f"{r.collector_cores:.2f}",
+            f"{r.cpu_ms_per_snapshot:.2f}",
             f"{r.rss_per_job_kib:,.1f}",
             f"{r.rss_end_mib:,.0f}",
             f"{r.first_watch_empty_s:.1f} / {r.first_watch_restart_s:.1f}",
             f"{cpu_ratio:,.0f}x / {mem_ratio:,.0f}x",
             f"{r.duplicates:,}",
-            " / ".join(f"{r.cores.get(k, 0):.2f}" for k in ("apiserver", "store", "others")),
+            f"{r.final_stored:,} of {r.final_jobs:,} ({r.final_s:.1f})",
+            " / ".join(f"{n:,}" for n in r.rows),
+            f"{r.read_ms:,.0f}",
+            " / ".join(
+                f"{r.cores[k]:.2f}" if k in r.cores else "-"
+                for k in ("apiserver", "store", "database", "others")
+            ),
             f"{r.load_avg[0]:.1f}-{r.load_avg[1]:.1f}",
         )
     console.print(table)
     console.print(
         f"{os.cpu_count()} CPUs; collector pinned to one core: {all(r.pinned for r in results)}. "
         "Sidecar ratio: N x (50m CPU, 10Mi) requested by Katib's per-trial sidecars / what the collector "
-        "used. 'others' = machine-wide busy cores minus the processes of this run."
+        "used. 'others' = machine-wide busy cores minus the processes of this run; 'db' = the MariaDB server "
+        "(--sink katib). Rows: counted in the database after the run (restart included). Read ms: one "
+        "GetObservationLog of a trial's trainjob/seq rows then (what a restarted collector reads per job)."
     )
     for r in results:
         for note in r.notes:
@@ -460,6 +625,12 @@ def main() -> None:
     parser.add_argument("--sync-timeout", type=float, default=120.0, help="wait for every job's first row")
     parser.add_argument("--restart-timeout", type=float, default=180.0)
     parser.add_argument(
+        "--final-timeout",
+        type=float,
+        default=60.0,
+        help="after the window: wait for every job's last snapshot",
+    )
+    parser.add_argument(
         "--catch-up-timeout", type=float, default=120.0, help="wait this long for the backlog to drain"
     )
     parser.add_argument(
@@ -467,6 +638,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--caught-up-slices", type=int, default=3, help="caught up: this many consecutive 1 s slices"
+    )
+    parser.add_argument(
+        "--sink",
+        choices=("embedded", "katib"),
+        default="embedded",
+        help="embedded: katib-progress db serve (SQLite); katib: Katib's katib-db-manager on MariaDB",
     )
     parser.add_argument("--quick", action="store_true", help="20 s windows")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
@@ -494,7 +671,11 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmpdir:
                 results.append(run_scale(jobs, args, Path(tmpdir)))
     if args.json:
-        print(json.dumps([asdict(r) | {"rss_per_job_kib": r.rss_per_job_kib} for r in results], indent=2))
+        extra = [
+            {"rss_per_job_kib": r.rss_per_job_kib, "cpu_ms_per_snapshot": r.cpu_ms_per_snapshot}
+            for r in results
+        ]
+        print(json.dumps([asdict(r) | e for r, e in zip(results, extra, strict=True)], indent=2))
     else:
         render(results)
 

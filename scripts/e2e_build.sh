@@ -14,6 +14,7 @@
 #                    to the published v0.<minor>.<patch> of the same release; generated from that go.mod
 #   kube-controller-manager  the same way (the tier runs its garbage collector and namespace controller)
 #   katib            katib-controller, katib-db-manager, goptuna suggestion (plain `go install`, no replaces)
+#   ghz              (target `ghz` only) the gRPC load generator of benchmarks/bench_sink.py
 #   trainer          Kubeflow Trainer's trainer-controller-manager (plain `go install`); its CRDs and the
 #                    torch-distributed runtime are read from the trainer module, JobSet's CRD from
 #                    sigs.k8s.io/jobset (`jobset-source`), both in the Go module cache
@@ -23,6 +24,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 KATIB_VERSION=${KATIB_VERSION:-v0.19.0}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
+GHZ_VERSION=${GHZ_VERSION:-v0.93.0}
 CACHE=${KP_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/katib-progress-e2e}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 export CGO_ENABLED=0
@@ -135,6 +137,15 @@ build_trainer() {
   rm -rf "$tmp"
 }
 
+# ghz, the gRPC load generator of benchmarks/bench_sink.py (not part of `all`: the e2e tier does not use it)
+build_ghz() {
+  local dir="$CACHE/ghz"
+  [[ -x $dir/ghz ]] && return 0
+  log "building ghz $GHZ_VERSION (first run only)"
+  mkdir -p "$dir"
+  GOBIN=$dir go install -trimpath -ldflags=-s "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" >&2
+}
+
 katib_source() { go mod download -json "github.com/kubeflow/katib@$KATIB_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
 trainer_source() { go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }
 # the JobSet version Trainer's go.mod requires (its CRD is what Trainer's controller was built against)
@@ -152,6 +163,7 @@ main() {
     katib) build_katib ;;
     katib-source) katib_source; return ;;
     trainer) build_trainer ;;
+    ghz) build_ghz ;;
     trainer-source) trainer_source; return ;;
     jobset-source) jobset_source; return ;;
     all) build_etcd; build_apiserver; build_controller_manager; build_katib; build_trainer ;;

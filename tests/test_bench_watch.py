@@ -215,3 +215,20 @@ def test_benchmark_end_to_end_stores_every_snapshot_once(tmp_path: Path) -> None
     assert result["api_stats"]["requests"]["watch trainjobs"] >= 2  # before and after the restart
     assert result["first_watch_restart_s"] == result["first_watch_restart_s"]  # measured (not NaN)
     assert result["catch_up_s"] == result["catch_up_s"]  # caught up before the window (not NaN)
+
+
+def test_bench_sink_request_is_katibs_report_with_the_snapshot_shape() -> None:
+    """benchmarks/bench_sink.py's ghz request is a ReportObservationLogRequest of one snapshot: 10 metric
+    logs at one stamp with distinct names (ghz fills in the request number)."""
+    from google.protobuf import json_format
+    from kubeflow.katib import katib_api_pb2
+
+    from benchmarks.bench_sink import ROWS, request_template
+
+    body = json.loads(json.dumps(request_template(2)).replace("{{.RequestNumber}}", "17"))
+    request = json_format.ParseDict(body, katib_api_pb2.ReportObservationLogRequest())  # type: ignore[attr-defined]
+    logs = request.observation_log.metric_logs
+    assert request.trial_name == "bench-2-17"
+    assert len(logs) == ROWS == 10
+    assert len({log.metric.name for log in logs}) == 10
+    assert {log.time_stamp for log in logs} == {"2026-12-04T06:00:00Z"}

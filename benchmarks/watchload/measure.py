@@ -119,17 +119,20 @@ class RowPoller:
             now = time.monotonic()
             for rid, trial, time_us in rows:
                 last = rid
-                index = self.index_of.get(trial)
-                if index is None:
-                    self.unknown += 1
-                    continue
-                self.rows += 1
-                key = self.key(index, time_us // 1_000_000)
-                if key in self.seen:
-                    self.duplicates += 1
-                else:
-                    self.seen[key] = now
+                self._record(trial, time_us // 1_000_000, now)
         conn.close()
+
+    def _record(self, trial: str, second: int, now: float) -> None:
+        index = self.index_of.get(trial)
+        if index is None:
+            self.unknown += 1
+            return
+        self.rows += 1
+        key = self.key(index, second)
+        if key in self.seen:
+            self.duplicates += 1
+        else:
+            self.seen[key] = now
 
     def stop(self) -> None:
         self._stop.set()

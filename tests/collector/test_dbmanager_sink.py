@@ -169,6 +169,8 @@ class _Proxy(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         self._channel = grpc.insecure_channel(target)
         self._stub = pb_grpc.DBManagerStub(self._channel)
         self.stall_next_report_s = 0.0
+        self.cancel_next_report = False
+        self.fail_next_gets = 0
         self.reject_trial = ""
         self.reports = 0
 
@@ -177,12 +179,18 @@ class _Proxy(pb_grpc.DBManagerServicer):  # type: ignore[misc]
         if request.trial_name == self.reject_trial:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "trial_name: rejected by test")
         reply = self._stub.ReportObservationLog(request)
+        if self.cancel_next_report:  # what grpc-go's server sends once the deadline passed: RST_STREAM CANCEL
+            self.cancel_next_report = False
+            context.abort(grpc.StatusCode.CANCELLED, "Stream removed")
         if self.stall_next_report_s:
             stall, self.stall_next_report_s = self.stall_next_report_s, 0.0
             time.sleep(stall)  # committed, but the client times out: an ambiguous outcome
         return reply
 
     def GetObservationLog(self, request: Any, context: Any) -> Any:
+        if self.fail_next_gets:
+            self.fail_next_gets -= 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "read failed by test")
         return self._stub.GetObservationLog(request)
 
 
@@ -213,6 +221,47 @@ def test_committed_but_timed_out_batch_is_not_written_twice(
     finally:
         sink.close()
     assert counters.get(RETRIES, code="DEADLINE_EXCEEDED") >= 1
+    assert counters.get(RECOVERED) == 1
+    assert [v for _, _, v in _all(store.address, "t")] == ["0"] * 3 + ["1"] * 3
+
+
+def test_an_unanswered_read_back_is_asked_again_never_resent_blind(
+    store: StoreServer, proxy: tuple[_Proxy, str]
+) -> None:
+    servicer, address = proxy
+    servicer.stall_next_report_s = 1.0  # committed, the client times out
+    servicer.fail_next_gets = 2  # and the first read-backs get no answer
+    counters = Counters()
+    sink = DBManagerSink(address, settings=FAST.model_copy(update={"rpc_timeout_s": 0.3}), counters=counters)
+    try:
+        sink.report("t", _rows(0))
+        assert sink.flush(20)
+    finally:
+        sink.close()
+    assert counters.get(RETRIES, code="READBACK") == 2
+    assert counters.get(RECOVERED) == 1
+    assert servicer.reports == 1
+    assert [v for _, _, v in _all(store.address, "t")] == ["0"] * 3
+
+
+def test_a_committed_batch_answered_cancelled_is_read_back_not_dropped(
+    store: StoreServer, proxy: tuple[_Proxy, str]
+) -> None:
+    """Katib's katib-db-manager (grpc-go) resets a stream whose deadline passed with RST_STREAM(CANCEL),
+    which the client may see as CANCELLED before its own deadline: the write may have committed."""
+    servicer, address = proxy
+    servicer.cancel_next_report = True
+    counters = Counters()
+    sink = DBManagerSink(address, settings=FAST, counters=counters)
+    try:
+        sink.report("t", _rows(0))
+        assert sink.flush(20)
+        sink.report("t", _rows(1))
+        assert sink.flush(20)
+    finally:
+        sink.close()
+    assert counters.get(RETRIES, code="CANCELLED") == 1
+    assert counters.total(DROPPED) == 0
     assert counters.get(RECOVERED) == 1
     assert [v for _, _, v in _all(store.address, "t")] == ["0"] * 3 + ["1"] * 3
 

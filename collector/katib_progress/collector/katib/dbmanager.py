@@ -7,7 +7,9 @@ queued snapshots of one trial are coalesced into a single ``ReportObservationLog
 ``max_batch_rows`` rows (a batch is all-or-nothing in Katib's MySQL, one INSERT); a batch keeps its
 rows across retries. Failures:
 
-- UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN (Katib's answer when MySQL is down), ABORTED, INTERNAL:
+- UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED (Katib's Go server resets a stream whose deadline passed
+  with RST_STREAM CANCEL, which can reach the client before its own timer: "Stream removed"; this
+  client never cancels a call itself), UNKNOWN (Katib's answer when MySQL is down), ABORTED, INTERNAL:
   retried forever with exponential backoff and jitter; the trial waits (others go on), its batch
   stays at the head of its FIFO. These outcomes are ambiguous: the server may still commit the write
   after the client gave up on it (Katib's MySQL DB manager ignores the RPC deadline while it waits
@@ -60,6 +62,9 @@ RETRYABLE = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.DEADLINE_EXCEEDED,
+        # grpc-go's server answers an expired deadline with RST_STREAM(CANCEL); the client may see that
+        # ("Stream removed") before its own deadline fires. Ambiguous, like DEADLINE_EXCEEDED.
+        grpc.StatusCode.CANCELLED,
         grpc.StatusCode.UNKNOWN,
         grpc.StatusCode.ABORTED,
         grpc.StatusCode.INTERNAL,
@@ -337,7 +342,12 @@ class DBManagerSink:
 
     def _attempt(self, batch: _Batch) -> float | None:
         """One delivery attempt; None when the batch is settled, else the time to try again."""
-        if batch.ambiguous_at is not None and not self.idempotent and self._already_written(batch):
+        found = None if batch.ambiguous_at is None or self.idempotent else self._already_written(batch)
+        if found is None and batch.ambiguous_at is not None and not self.idempotent:
+            # The read-back got no answer: the earlier attempt may have committed, so a resend now could
+            # store the rows twice (the DB manager may be back by the time the resend arrives). Ask again.
+            return self._unanswered(batch)
+        if found:
             self.counters.inc(RECOVERED)
             self.counters.inc(DELIVERED, len(batch.rows))
             _log.info(
@@ -414,7 +424,18 @@ class DBManagerSink:
             )
         return retry_at
 
-    def _already_written(self, batch: _Batch) -> bool:
+    def _unanswered(self, batch: _Batch) -> float:
+        """The read-back of an ambiguous batch failed: retry the read-back after the backoff (the batch's
+        ambiguous moment stays that of its last write attempt)."""
+        self.counters.inc(RETRIES, code="READBACK")
+        with self._cond:
+            state = self._trials[batch.trial]
+            state.attempts += 1
+        return time.monotonic() + self.settings.backoff.delay(batch.attempts, self._rng)
+
+    def _already_written(self, batch: _Batch) -> bool | None:
+        """True when every row of ``batch`` is stored, False when not, None when the DB manager did not
+        answer."""
         keys = [_key(r) for r in batch.rows]
         times = sorted(k[0] for k in keys)
         request = pb.GetObservationLogRequest(
@@ -425,7 +446,7 @@ class DBManagerSink:
         try:
             reply = self._stub.GetObservationLog(request, timeout=self.settings.rpc_timeout_s)
         except grpc.RpcError:
-            return False
+            return None
         found = {
             (parse_rfc3339(log.time_stamp, field="time_stamp"), log.metric.name, log.metric.value)
             for log in reply.observation_log.metric_logs
