@@ -9,8 +9,9 @@ suspends the JobSet and the player kills the process.
 
 One Experiment: ``kp-tpe``, early stopping ``katib-progress``, the Push collector, the documented
 successCondition (tests/test_examples_gjson.py SUCCESS_CONDITION), max 3, parallel 3 (one round: the
-SDK's 5 s throttle makes each trial about half a minute), every other trial diverging, ``retain: true`` as the Kubeflow SDK sets it (so each TrainJob and JobSet can be read
-afterwards, and an early-stopped trial's TrainJob is stopped by suspension, not deletion).
+SDK's 5 s throttle makes each trial about half a minute), every other trial diverging, ``retain: true``
+as the Kubeflow SDK sets it (so each TrainJob and JobSet can be read afterwards, and an early-stopped
+trial's TrainJob is stopped by suspension, not deletion).
 """
 
 from __future__ import annotations
