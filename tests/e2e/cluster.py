@@ -38,7 +38,7 @@ from tests.katibmodel.harness import KATIB_PROGRESS, ExperimentWaits, Process, d
 from tests.katibmodel.kubelet import Kubelet
 from tests.katibmodel.network import ClusterDNS
 from tests.katibmodel.scenarios import always, converging
-from tests.katibmodel.trainer import Curve, Point, Script, TrainerController
+from tests.katibmodel.trainer import Curve, Point, Script, TrainerController, hyperparameters
 
 Key = tuple[str, str]
 
@@ -90,13 +90,50 @@ class Sent:
 
 
 class Scripted:
-    """The Trainer script of the running test (tests run one at a time on the session's cluster)."""
+    """The Trainer script of the running test (``script``), or of one Experiment (``route``), so that
+    several Experiments of one test can run side by side, each with its own training."""
 
     def __init__(self) -> None:
         self.script: Script = always(converging)
+        self._lock = threading.Lock()
+        self._routes: dict[str, tuple[Script, float | None]] = {}
+        self._started: dict[str, list[Key]] = {}
 
     def __call__(self, index: int, params: Mapping[str, str]) -> Curve:
         return self.script(index, params)
+
+    def route(self, experiment: str, script: Script, interval_s: float | None = None) -> None:
+        """TrainJobs of ``experiment`` run ``script``, indexed in their own start order (0, 1, 2...),
+        with ``interval_s`` between points (the Trainer's own when None)."""
+        with self._lock:
+            self._routes[experiment] = (script, interval_s)
+            self._started[experiment] = []
+
+    def routed(self, key: Key, params: Mapping[str, str]) -> tuple[Curve, float | None] | None:
+        """The routed curve of TrainJob ``key`` (a Katib trial's: ``<experiment>-<suffix>``), if any."""
+        experiment = key[1].rsplit("-", 1)[0]
+        with self._lock:
+            if experiment not in self._routes:
+                return None
+            script, interval_s = self._routes[experiment]
+            started = self._started[experiment]
+            if key not in started:
+                started.append(key)
+            index = started.index(key)
+        return script(index, params), interval_s
+
+
+class RoutedTrainer(TrainerController):
+    """The played Trainer, with each Experiment's own script where the test routed one."""
+
+    script: Scripted
+
+    def training(self, key: Key, index: int, job: Mapping[str, Any]) -> tuple[Curve, float]:
+        found = self.script.routed(key, hyperparameters(job))
+        if found is None:
+            return super().training(key, index, job)
+        curve, interval_s = found
+        return curve, self.interval_s if interval_s is None else interval_s
 
 
 def converging_trials(_index: int, _jobset: Mapping[str, Any]) -> dict[str, str]:
@@ -139,7 +176,7 @@ class RealKatib(ExperimentWaits):
             resolve_image=resolve_image,
             wrap=self.in_cluster,
         )
-        self.trainer = TrainerController(self.kube, self.timing, self.script, 0.2, reporter=self.sent)
+        self.trainer = RoutedTrainer(self.kube, self.timing, self.script, 0.2, reporter=self.sent)
         # trainer="real": Trainer's own controller manager, and the JobSet level played below it
         self.trial_env: real_trainer.EnvFor = converging_trials  # set per test: the trials' curves
         self.trainer_manager: real_trainer.TrainerControllerManager | None = None

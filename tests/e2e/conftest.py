@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster import RealKatib
+from tests.e2e.launch import launch_all, wait_all
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -21,3 +22,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def katib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealKatib]:
     with RealKatib(tmp_path_factory.mktemp("e2e")) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def launched(katib: RealKatib) -> list[str]:
+    """Every registered Experiment (tests/e2e/launch.py), submitted at once on the session's Katib."""
+    return launch_all(katib)
+
+
+@pytest.fixture
+def quiet(katib: RealKatib, launched: list[str]) -> None:
+    """The session's Katib with every launched Experiment finished: nothing else runs beside the test."""
+    wait_all(katib, launched)

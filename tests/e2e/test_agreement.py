@@ -6,12 +6,14 @@ not depend on timing: how the Experiment ended (condition and reason), how many 
 end states occurred, that every trial has an observation (EarlyStopped ones included) and that it is
 exactly what Katib computes from the rows sent, and the optimal trial by the objective's strategy.
 Where they differed, the model was changed to follow Katib (docs/katib-model.md lists each change).
+On real Katib the cases' Experiments are launched side by side with the session's others
+(tests/e2e/launch.py), each with its own scripted training; the models run one after another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +22,7 @@ import pytest
 
 from tests.e2e.cluster import RealKatib, Scripted, Sent
 from tests.e2e.curves import every
+from tests.e2e.launch import Launch, register
 from tests.e2e.test_strategies import overfitting
 from tests.katibmodel._kube import conditions, has_condition
 from tests.katibmodel.harness import KatibModel
@@ -119,24 +122,34 @@ def run_model(case: Case, workdir: Path) -> Outcome:
         standin.stop()
 
 
-def run_real(case: Case, katib: RealKatib) -> Outcome:
-    katib.script.script = case.script()
-    katib.trainer.interval_s = case.interval_s
-    try:
-        body = case.body()
-        katib.submit(body)
-        exp = katib.wait_finished(NS, body["metadata"]["name"], timeout=300)
-    finally:
-        katib.trainer.interval_s = 0.2
-    return outcome(katib, katib.sent, exp)
+Runs = dict[str, tuple[Future[Outcome], Future[Outcome]]]
+
+
+REAL = {key: register(Launch(case.body, case.script, case.interval_s)) for key, case in CASES.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(katib: RealKatib, launched: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    """Each case on a fresh Katib model (one after another: separate processes), while the cases'
+    Experiments run on real Katib, launched with the session's others (tests/e2e/launch.py)."""
+
+    def real(name: str) -> Outcome:
+        return outcome(katib, katib.sent, katib.wait_finished(NS, name, timeout=300))
+
+    with ThreadPoolExecutor(1) as models, ThreadPoolExecutor(len(CASES)) as waits:
+        yield {
+            key: (
+                models.submit(run_model, CASES[key], tmp_path_factory.mktemp(f"agree-{key}")),
+                waits.submit(real, REAL[key]),
+            )
+            for key in sorted(CASES)
+        }
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_model_and_real_katib_agree(case: str, katib: RealKatib, tmp_path: Path) -> None:
-    with ThreadPoolExecutor(1) as pool:  # the model runs beside real Katib (separate processes)
-        model_run = pool.submit(run_model, CASES[case], tmp_path)
-        real = run_real(CASES[case], katib)
-        model = model_run.result()
+def test_model_and_real_katib_agree(case: str, runs: Runs) -> None:
+    model_run, real_run = runs[case]
+    real, model = real_run.result(), model_run.result()
     assert real.observed and real.optimal_by_strategy, real
     assert model == real

@@ -7,8 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.cluster import RealKatib
 from tests.e2e.curves import every
+from tests.e2e.launch import Launch, register
 from tests.katibmodel.harness import KATIB_PROGRESS
 from tests.katibmodel.scenarios import NS, converging, diverging, experiment
 
@@ -23,9 +26,13 @@ def _run(katib: RealKatib, *args: str, timeout: float = 120) -> subprocess.Compl
     )
 
 
+CLI = register(
+    Launch(lambda: experiment("cli", max_trials=4, parallel=2), lambda: every(2, diverging, converging))
+)
+
+
+@pytest.mark.usefixtures("launched")
 def test_status_watch_and_report_on_a_real_experiment(katib: RealKatib, tmp_path: Path) -> None:
-    katib.script.script = every(2, diverging, converging)
-    katib.submit(experiment("cli", max_trials=4, parallel=2))
     katib.wait_finished(NS, "cli")
     trials = {t["metadata"]["name"] for t in katib.trial_list(NS, "cli")}
     kube = f"--kubeconfig={katib.kubeconfig}"

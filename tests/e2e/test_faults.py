@@ -108,6 +108,7 @@ def _ended(katib: RealKatib, name: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("quiet")
 def test_five_components_killed_one_at_a_time_mid_experiment(katib: RealKatib) -> None:
     name = "faults"
     katib.script.script = every(2, diverging, converging)
@@ -138,6 +139,7 @@ def test_five_components_killed_one_at_a_time_mid_experiment(katib: RealKatib) -
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("quiet")
 def test_collector_killed_mid_experiment(katib: RealKatib) -> None:
     name = "fault-collector"
     katib.script.script = every(2, diverging, converging)

@@ -12,19 +12,23 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.cluster import RealKatib
+from tests.e2e.launch import Launch, register
 from tests.katibmodel._kube import has_condition
 from tests.katibmodel.scenarios import NS, always, converging, experiment
 
+register(
+    Launch(
+        lambda: experiment("race", early_stopping=None, max_trials=9, parallel=3),
+        lambda: always(lambda: converging(steps=4)),
+        interval_s=0.0,  # post, post, ..., complete: no pause anywhere
+    )
+)
+
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("launched")
 def test_final_metrics_then_exit_never_metrics_unavailable(katib: RealKatib) -> None:
-    katib.script.script = always(lambda: converging(steps=4))
-    katib.trainer.interval_s = 0.0  # post, post, ..., complete: no pause anywhere
-    try:
-        katib.submit(experiment("race", early_stopping=None, max_trials=9, parallel=3))
-        exp = katib.wait_finished(NS, "race", timeout=300)
-    finally:
-        katib.trainer.interval_s = 0.2
+    exp = katib.wait_finished(NS, "race", timeout=300)
     assert has_condition(exp, "Succeeded"), katib.describe(NS, "race")
     trials = katib.trial_list(NS, "race")
     assert len(trials) == 9

@@ -11,11 +11,13 @@ and stays in the Katib model (tests/katibmodel).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import pytest
 
 from tests.e2e.cluster import RealKatib
 from tests.e2e.curves import every
+from tests.e2e.launch import Launch, register
 from tests.katibmodel._kube import has_condition
 from tests.katibmodel.scenarios import NS, converging, diverging, experiment
 from tests.katibmodel.trainer import Curve
@@ -23,17 +25,21 @@ from tests.katibmodel.trainer import Curve
 PAIRINGS = [(alg, es) for alg in ("kp-tpe", "random", "tpe") for es in ("katib-progress", None)]
 
 
+def _pairing(algorithm: str, early_stopping: str | None) -> tuple[str, str | None]:
+    name = f"pair-{algorithm}-{'kp' if early_stopping else 'none'}"
+    body = partial(
+        experiment, name, algorithm=algorithm, early_stopping=early_stopping, max_trials=6, parallel=3
+    )
+    return register(Launch(body, lambda: every(2, diverging, converging))), early_stopping
+
+
+LAUNCHED = [_pairing(algorithm, early_stopping) for algorithm, early_stopping in PAIRINGS]
+
+
 @pytest.mark.timeout(900)
+@pytest.mark.usefixtures("launched")
 def test_every_pairing_completes(katib: RealKatib) -> None:
-    katib.script.script = every(2, diverging, converging)
-    names = []
-    for algorithm, early_stopping in PAIRINGS:
-        name = f"pair-{algorithm}-{'kp' if early_stopping else 'none'}"
-        katib.submit(
-            experiment(name, algorithm=algorithm, early_stopping=early_stopping, max_trials=6, parallel=3)
-        )
-        names.append((name, early_stopping))
-    for name, early_stopping in names:
+    for name, early_stopping in LAUNCHED:
         exp = katib.wait_finished(NS, name, timeout=600)
         assert has_condition(exp, "Succeeded"), katib.describe(NS, name)
         trials = katib.trial_list(NS, name)

@@ -9,10 +9,12 @@ trial by the objective's strategy. The rows are what the collector stored from t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from tests.e2e.cluster import RealKatib
+from tests.e2e.launch import Launch, register
 from tests.katibmodel._kube import has_condition
 from tests.katibmodel.scenarios import NS, experiment
 from tests.katibmodel.trainer import Curve, Point
@@ -30,15 +32,28 @@ def overfitting(index: int, _params: Mapping[str, str]) -> Curve:
     return Curve(tuple(points))
 
 
-@pytest.mark.timeout(600)
-def test_observation_follows_metric_strategies(katib: RealKatib) -> None:
-    katib.script.script = overfitting
+def _observed() -> dict[str, Any]:
     body = experiment("strat", early_stopping=None, max_trials=6, parallel=3)
     body["spec"]["objective"]["metricStrategies"] = [
         {"name": "loss", "value": "latest"},
         {"name": "accuracy", "value": "max"},
     ]
-    katib.submit(body)
+    return body
+
+
+def _pruned() -> dict[str, Any]:
+    body = experiment("strat-es", max_trials=4, parallel=2)
+    body["spec"]["objective"]["metricStrategies"] = [{"name": "loss", "value": "latest"}]
+    return body
+
+
+for body in (_observed, _pruned):
+    register(Launch(body, lambda: overfitting))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.usefixtures("launched")
+def test_observation_follows_metric_strategies(katib: RealKatib) -> None:
     exp = katib.wait_finished(NS, "strat", timeout=300)
     assert has_condition(exp, "Succeeded"), katib.describe(NS, "strat")
     latest: dict[str, float] = {}
@@ -59,6 +74,7 @@ def test_observation_follows_metric_strategies(katib: RealKatib) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("launched")
 def test_pruning_follows_the_experiments_strategy_unrepeated(katib: RealKatib) -> None:
     """``metricStrategies`` ``latest`` and early stopping ``katib-progress`` with no ``metric_strategy``
     setting: Katib's EarlyStopping API cannot carry the strategy, the collector reads it from the
@@ -66,19 +82,11 @@ def test_pruning_follows_the_experiments_strategy_unrepeated(katib: RealKatib) -
     judges by it (its log says so). Katib's GetEarlyStoppingRules comes first, without the strategy; the
     collector's first point completes it and the engine is rebuilt under it once, never restarted on
     a config change."""
-    katib.script.script = overfitting
-    body = experiment("strat-es", max_trials=4, parallel=2)
-    body["spec"]["objective"]["metricStrategies"] = [{"name": "loss", "value": "latest"}]
-    katib.submit(body)
     exp = katib.wait_finished(NS, "strat-es", timeout=300)
     assert has_condition(exp, "Succeeded"), katib.describe(NS, "strat-es")
-    logs = [
-        c.log
-        for (_, d), pod in katib.kubelet.pods.items()
-        if d.startswith("strat-es-")
-        for c in pod.containers
-    ]
-    text = "".join(p.read_text(errors="replace") for p in logs if p.name.endswith("early-stopping.log"))
+    # the played kubelet's container logs outlive the pods (Katib deletes the suggestion at the end)
+    logs = sorted(katib.kubelet.workdir.glob("strat-es-*early-stopping.log"))
+    text = "".join(p.read_text(errors="replace") for p in logs)
     assert "experiment strat-es: pruning engine:" in text, text[-2000:]
     assert "metric strategy latest (the Experiment's metricStrategies)" in text, text[-2000:]
     assert "pruning config changed" not in text

@@ -226,12 +226,14 @@ class TrainerController(Controller):
                 if key not in self.started:
                     self.started.append(key)
                 js.index = self.started.index(key)
-                curve = self.script(js.index, hyperparameters(job))
-                js.run = Run(
-                    self.kube, key, curve, self.interval_s, self._finished, self.reporter, self.sidecar
-                )
+                curve, interval_s = self.training(key, js.index, job)
+                js.run = Run(self.kube, key, curve, interval_s, self._finished, self.reporter, self.sidecar)
                 js.run.start()
             return js
+
+    def training(self, key: Key, index: int, job: Mapping[str, Any]) -> tuple[Curve, float]:
+        """The scripted curve of the ``index``-th TrainJob started, and the pause between its points."""
+        return self.script(index, hyperparameters(job)), self.interval_s
 
     def reconcile(self, key: Key, cache: Cache) -> Result:
         job = cache.get(TRAINJOBS, key)
