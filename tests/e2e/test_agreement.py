@@ -6,7 +6,8 @@ not depend on timing: how the Experiment ended (condition and reason), how many 
 end states occurred, that every trial has an observation (EarlyStopped ones included) and that it is
 exactly what Katib computes from the rows sent, and the optimal trial by the objective's strategy.
 Where they differed, the model was changed to follow Katib (docs/katib-model.md lists each change).
-On real Katib the cases' Experiments are launched side by side with the session's others
+Both sides read the same katib-config (Katib's, with ours merged) and run Katib's goptuna binary
+for ``random``. On real Katib the cases' Experiments are launched side by side with the session's others
 (tests/e2e/launch.py), each with its own scripted training; the models run one after another.
 """
 
@@ -20,8 +21,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from tests.e2e.cluster import RealKatib, Scripted, Sent
+from tests.e2e.cluster import RealKatib, Scripted, Sent, resolve_image
 from tests.e2e.curves import every
+from tests.e2e.katib import config_data
 from tests.e2e.launch import Launch, register
 from tests.e2e.test_strategies import overfitting
 from tests.katibmodel._kube import conditions, has_condition
@@ -103,15 +105,29 @@ CASES = {
     ),
     # metricStrategies latest on overfitting curves
     "latest": Case(_latest_body, lambda: overfitting),
+    # a pairing of b: Katib's goptuna ``random`` (the Go binary in both) with our early stopping
+    "goptuna": Case(
+        lambda: experiment("agree-goptuna", algorithm="random", max_trials=6, parallel=3),
+        lambda: every(2, diverging, converging),
+    ),
 }
 
 
-def run_model(case: Case, workdir: Path) -> Outcome:
+def run_model(case: Case, workdir: Path, katib_config: str) -> Outcome:
+    """``case`` on a fresh Katib model with real Katib's katib-config (ours merged into Katib's, ``random``
+    on Katib's goptuna binary, which the model's kubelet runs as real Katib's does)."""
     sent, scripted = Sent(), Scripted()
     scripted.script = case.script()
     standin = KubeStandin(bookmark_interval=0.2).start()
     try:
-        with KatibModel(standin, workdir, scripted, train_interval_s=case.interval_s) as model:
+        with KatibModel(
+            standin,
+            workdir,
+            scripted,
+            train_interval_s=case.interval_s,
+            katib_config=katib_config,
+            resolve_image=resolve_image,
+        ) as model:
             model.trainer.reporter = sent
             body = case.body()
             model.submit(body)
@@ -133,13 +149,15 @@ def runs(katib: RealKatib, launched: list[str], tmp_path_factory: pytest.TempPat
     """Each case on a fresh Katib model (one after another: separate processes), while the cases'
     Experiments run on real Katib, launched with the session's others (tests/e2e/launch.py)."""
 
+    config = config_data(katib.kube)
+
     def real(name: str) -> Outcome:
         return outcome(katib, katib.sent, katib.wait_finished(NS, name, timeout=300))
 
     with ThreadPoolExecutor(1) as models, ThreadPoolExecutor(len(CASES)) as waits:
         yield {
             key: (
-                models.submit(run_model, CASES[key], tmp_path_factory.mktemp(f"agree-{key}")),
+                models.submit(run_model, CASES[key], tmp_path_factory.mktemp(f"agree-{key}"), config),
                 waits.submit(real, REAL[key]),
             )
             for key in sorted(CASES)

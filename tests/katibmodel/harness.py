@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from kubeflow.katib import katib_api_pb2, katib_api_pb2_grpc
 
-from tests.katibmodel import katibconfig, rules, webhook
+from tests.katibmodel import images, katibconfig, rules, webhook
 from tests.katibmodel._controller import Controller, Timing
 from tests.katibmodel._kube import EXPERIMENTS, PODS, TRAINJOBS, TRIALS, Kube, register_types
 from tests.katibmodel._proc import die_with_parent
@@ -223,6 +223,7 @@ class KatibModel(ExperimentWaits):
         train_interval_s: float = 0.2,
         push_to_db: bool = False,
         db_address: str | None = None,
+        resolve_image: Callable[[str], images.Image] = images.resolve,
     ) -> None:
         self.standin = kube
         self.workdir = workdir
@@ -249,7 +250,12 @@ class KatibModel(ExperimentWaits):
         self.experiments = ExperimentController(self.kube, self.timing)
         self.suggestions = SuggestionController(self.kube, self.timing, self.client, self.init)
         self.kubelet = Kubelet(
-            self.kube, self.timing, self.dns, workdir, {"KUBECONFIG": str(self.kubeconfig)}
+            self.kube,
+            self.timing,
+            self.dns,
+            workdir,
+            {"KUBECONFIG": str(self.kubeconfig)},
+            resolve_image=resolve_image,
         )
         reporter: Reporter | None = self.report_metrics if push_to_db else None
         # Katib's file metrics collector in every trial pod whose Trial asks for StdOut/File
