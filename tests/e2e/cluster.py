@@ -97,7 +97,6 @@ class Scripted:
         self.script: Script = always(converging)
         self._lock = threading.Lock()
         self._routes: dict[str, tuple[Script, float | None]] = {}
-        self._started: dict[str, list[Key]] = {}
 
     def __call__(self, index: int, params: Mapping[str, str]) -> Curve:
         return self.script(index, params)
@@ -107,20 +106,15 @@ class Scripted:
         with ``interval_s`` between points (the Trainer's own when None)."""
         with self._lock:
             self._routes[experiment] = (script, interval_s)
-            self._started[experiment] = []
 
-    def routed(self, key: Key, params: Mapping[str, str]) -> tuple[Curve, float | None] | None:
-        """The routed curve of TrainJob ``key`` (a Katib trial's: ``<experiment>-<suffix>``), if any."""
-        experiment = key[1].rsplit("-", 1)[0]
+    def routed(self, experiment: str) -> tuple[Script, float | None] | None:
         with self._lock:
-            if experiment not in self._routes:
-                return None
-            script, interval_s = self._routes[experiment]
-            started = self._started[experiment]
-            if key not in started:
-                started.append(key)
-            index = started.index(key)
-        return script(index, params), interval_s
+            return self._routes.get(experiment)
+
+
+def experiment_of(key: Key) -> str:
+    """The Experiment of a Katib trial's TrainJob: trials are named ``<experiment>-<suffix>``."""
+    return key[1].rsplit("-", 1)[0]
 
 
 class RoutedTrainer(TrainerController):
@@ -129,10 +123,14 @@ class RoutedTrainer(TrainerController):
     script: Scripted
 
     def training(self, key: Key, index: int, job: Mapping[str, Any]) -> tuple[Curve, float]:
-        found = self.script.routed(key, hyperparameters(job))
+        experiment = experiment_of(key)
+        found = self.script.routed(experiment)
         if found is None:
             return super().training(key, index, job)
-        curve, interval_s = found
+        script, interval_s = found
+        # its place among the Experiment's TrainJobs in the Trainer's start order (``started``)
+        own = [k for k in self.started if k[0] == key[0] and experiment_of(k) == experiment]
+        curve = script(own.index(key), hyperparameters(job))
         return curve, self.interval_s if interval_s is None else interval_s
 
 
