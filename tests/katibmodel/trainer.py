@@ -146,6 +146,8 @@ class Run(threading.Thread):
                 self.kube.update_status(TRAINJOBS, body)
                 return True
             except client.ApiException as exc:
+                if exc.status == 404:
+                    return False  # deleted between the read and the write: gone, as ``job is None``
                 if exc.status == 409:
                     conflicts += 1
                 elif exc.status < 500:
