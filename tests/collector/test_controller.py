@@ -11,7 +11,7 @@ import pytest
 
 from katib_progress.cli import main as cli_main
 from katib_progress.collector.backoff import BackoffSettings
-from katib_progress.collector.controller import BACKPRESSURE, Collector, CollectorSettings
+from katib_progress.collector.controller import BACKPRESSURE, SHED, Collector, CollectorSettings
 from katib_progress.collector.kube import WatchSettings
 from katib_progress.collector.rows import PROGRESS_METRIC, SEQ_METRIC, MetricRow
 from katib_progress.collector.testing import MemorySink
@@ -111,6 +111,40 @@ def test_full_queue_pushes_back_on_the_watch(kube: KubeStandin, objs: Objects) -
         wait_until(lambda: _values(sink, "t", PROGRESS_METRIC) == ["1", "2", "3", "4", "5"])
     # Nothing lost, nothing twice, although the watch was made to back off.
     assert _values(sink, "t", SEQ_METRIC) == sorted(set(_values(sink, "t", SEQ_METRIC)), key=int)
+
+
+def test_overload_sheds_older_waiting_snapshots_and_the_latest_wins(kube: KubeStandin, objs: Objects) -> None:
+    # Two jobs, a sink that refuses everything, and room for 3 waiting snapshots in all: once 3 wait,
+    # a job's new snapshot replaces the ones it has waiting. Then the sink takes rows again.
+    for name in ("a", "b"):
+        objs.trial_job(name)
+    sink = MemorySink()
+    collector = Collector(_settings(max_pending_snapshots=3), sink, kube.api_client())
+    with running(collector.run, collector.stop):
+        _watching(collector)
+        objs.set_status("a", trainer_status(T0, progress=1))
+        wait_until(lambda: _values(sink, "a", PROGRESS_METRIC) == ["1"])
+        sink.fail_with = TemporaryError("db manager full")
+        for i in range(2, 7):
+            for name in ("a", "b"):
+                objs.set_status(name, trainer_status(T0 + timedelta(seconds=i), progress=i))
+            # what waits stays within max_pending_snapshots plus one per job
+            wait_until(lambda: collector.retry_pending() >= 1)
+            assert collector.retry_pending() <= 3 + 2
+        wait_until(lambda: collector.counters.get(SHED) >= 1)
+        assert collector.counters.get(BACKPRESSURE) == 0
+        sink.fail_with = None
+        wait_until(lambda: "6" in _values(sink, "a", PROGRESS_METRIC) and "6" in _values(sink, "b", PROGRESS_METRIC))
+    for name in ("a", "b"):
+        progress = [int(v) for v in _values(sink, name, PROGRESS_METRIC)]
+        assert progress == sorted(set(progress)), progress  # in order, nothing twice
+        assert progress[-1] == 6  # the latest snapshot wins
+        seqs = [int(v) for v in _values(sink, name, SEQ_METRIC)]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # shed snapshots took no sequence number
+    shed = collector.counters.get(SHED)
+    written = len(_values(sink, "a", PROGRESS_METRIC)) + len(_values(sink, "b", PROGRESS_METRIC))
+    assert written + shed == 11  # every snapshot was either written once or counted as shed
+    assert written < 11
 
 
 def test_deleted_trainjob_is_forgotten(kube: KubeStandin, objs: Objects) -> None:

@@ -5,8 +5,11 @@
 Snapshots the sink refuses for now (``ProcessOutcome.retry``) are kept per TrainJob, in order, and
 delivered again every ``retry_interval_s`` (and before any newer snapshot of the same job). When a
 job's queue is full the watcher is made to back off and deliver the event again later, so nothing is
-dropped. On SIGTERM/SIGINT the watcher stops, the queues get a last delivery attempt and the sink is
-flushed within ``flush_timeout_s``.
+dropped. Overload: once ``max_pending_snapshots`` wait in all, a job that already has snapshots waiting
+keeps only its newest one (the older ones are *shed*, never written, counted in
+``collector_snapshots_shed_total``): the latest snapshot of every job still wins, nothing is written
+twice, and what waits stays below ``max_pending_snapshots`` plus one per job. On SIGTERM/SIGINT the
+watcher stops, the queues get a last delivery attempt and the sink is flushed within ``flush_timeout_s``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ BACKPRESSURE = CounterSpec(
     "collector_backpressure_total",
     "watch events sent back because the job's queue of refused snapshots was full",
 )
+SHED = CounterSpec(
+    "collector_snapshots_shed_total",
+    "waiting snapshots dropped for a newer one of the same job because max_pending_snapshots wait in all",
+)
 DEFER_MAX_S = 10.0  # first-sight reads wait for the first list at most this long
 DEFER_POLL_S = 0.05
 
@@ -50,6 +57,11 @@ class CollectorSettings(BaseModel):
         default=1.0, gt=0, description="re-delivery of snapshots the sink refused"
     )
     max_pending_per_job: int = Field(default=256, ge=1, description="refused snapshots held per TrainJob")
+    max_pending_snapshots: int = Field(
+        default=20_000,
+        ge=1,
+        description="refused snapshots held in all; beyond, a job with some waiting keeps only its newest",
+    )
     recovery_workers: int = Field(
         default=8, ge=1, le=256, description="first-sight reads of what a job already wrote, at once"
     )
@@ -91,6 +103,8 @@ class Collector:
         )
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[JobRef, deque[Mapping[str, Any] | None]]] = {}
+        self._waiting = 0  # snapshots in all of _pending's queues
+        self._shed_log = Every(10.0)
         self._recovering: set[str] = set()
         # First-sight reads of jobs delivered by the first list, held back until the list is delivered
         # (see _drain); at most DEFER_MAX_S after the first one.
@@ -109,12 +123,16 @@ class Collector:
         job = job_ref(event)
         with self._lock:
             if event.kind == "delete":
-                self._pending.pop(job.key, None)
+                dropped = self._pending.pop(job.key, None)
+                if dropped is not None:
+                    self._waiting -= len(dropped[1])
                 self._recovering.discard(job.key)
                 self.processor.forget(job)
                 _log.info("TrainJob %s/%s deleted; state forgotten", job.namespace, job.name)
                 return
             entry = self._pending.get(job.key)
+            if entry is not None and entry[1] and self._waiting >= self.settings.max_pending_snapshots:
+                self._shed(job, entry[1])
             if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
                 self.counters.inc(BACKPRESSURE)
                 self._drain(job.key)
@@ -126,11 +144,33 @@ class Collector:
                 # queue behind them; the retry loop or the first read delivers them in order, so a
                 # full sink is not asked again for every event.
                 entry[1].append(event.trainer_status)
+                self._waiting += 1
                 return
             queue = entry[1] if entry is not None else deque()
             queue.append(event.trainer_status)
+            self._waiting += 1
             self._pending[job.key] = (job, queue)
             self._drain(job.key)
+
+    def _shed(self, job: JobRef, queue: deque[Mapping[str, Any] | None]) -> None:
+        """Overload (lock held): drop the job's waiting snapshots, which the new one supersedes. None
+        was recorded (the sink refused each or the first read runs), so the new one takes the next
+        sequence number and nothing is written twice."""
+        shed = len(queue)
+        queue.clear()
+        self._waiting -= shed
+        self.counters.inc(SHED, shed)
+        held = self._shed_log.due()
+        if held is not None:
+            _log.warning(
+                "%d snapshots wait for the sink (max_pending_snapshots %d): dropped %d older snapshot(s) "
+                "of trial %s for its newest%s",
+                self._waiting + shed,
+                self.settings.max_pending_snapshots,
+                shed,
+                job.trial,
+                held_back(held),
+            )
 
     def _drain(self, key: str) -> bool:
         """Process a job's queued snapshots in order until the sink refuses one (lock held); True when
@@ -156,6 +196,7 @@ class Collector:
             if outcome.retry:
                 return True
             queue.popleft()
+            self._waiting -= 1
         del self._pending[key]
         return False
 
@@ -194,7 +235,7 @@ class Collector:
                     # after this job (it goes last), so one job's refusals never hold the rest back.
                     self._pending[key] = self._pending.pop(key)
                     break
-            return sum(len(queue) for _, queue in self._pending.values())
+            return self._waiting
 
     def _retry_loop(self) -> None:
         interval = self.settings.retry_interval_s
