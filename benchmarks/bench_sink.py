@@ -232,4 +232,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.watchload.measure import interrupt_on_termination
+
+    interrupt_on_termination()  # kill / a closed terminal: stop what was started, as Ctrl-C does
     main()

@@ -4,6 +4,8 @@ lists, watches, expires and drops slow watchers the way the API server does (ben
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -232,3 +234,46 @@ def test_bench_sink_request_is_katibs_report_with_the_snapshot_shape() -> None:
     assert len(logs) == ROWS == 10
     assert len({log.metric.name for log in logs}) == 10
     assert {log.time_stamp for log in logs} == {"2026-12-04T06:00:00Z"}
+
+
+def test_a_terminated_benchmark_leaves_no_process_behind(tmp_path: Path) -> None:
+    """SIGTERM to the driver (``kill``, a closed terminal) stops the stand-in, the store and the collector
+    it started, as Ctrl-C does."""
+    args = ["--jobs", "60", "--seconds", "60", "--json", "--no-pin", "--keep", str(tmp_path)]
+    driver = subprocess.Popen(
+        [sys.executable, "benchmarks/bench_watch.py", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def children() -> list[int]:
+        path = Path(f"/proc/{driver.pid}/task/{driver.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+    started: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(children()) < 3:  # stand-in, store, collector
+            assert driver.poll() is None, "the benchmark ended before it started its processes"
+            assert time.monotonic() < deadline, f"children: {children()}"
+            time.sleep(0.2)
+        started = children()
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=120)
+        left = [pid for pid in started if Path(f"/proc/{pid}").exists() and _alive(pid)]
+        assert left == [], f"left running: {left}"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for pid in started:  # a failed run must not leave them either
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -4,6 +4,7 @@ moment each snapshot's rows become visible in ``db serve``'s SQLite file."""
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -37,6 +38,18 @@ def busy_cores_counter() -> float:
 
 def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def interrupt_on_termination() -> None:
+    """SIGTERM and SIGHUP (``kill``, a closed terminal) raise ``KeyboardInterrupt`` in the main thread, as
+    Ctrl-C does, so a benchmark's ``finally`` blocks stop every process it started. Without this Python
+    dies at once on SIGTERM and leaves the API stand-in, the collector or the store running."""
+
+    def _interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
 
 
 def pin(pid: int, cpu: int) -> bool:

@@ -134,7 +134,7 @@ def test_overload_sheds_older_waiting_snapshots_and_the_latest_wins(kube: KubeSt
         wait_until(lambda: collector.counters.get(SHED) >= 1)
         assert collector.counters.get(BACKPRESSURE) == 0
         sink.fail_with = None
-        wait_until(lambda: "6" in _values(sink, "a", PROGRESS_METRIC) and "6" in _values(sink, "b", PROGRESS_METRIC))
+        wait_until(lambda: all("6" in _values(sink, name, PROGRESS_METRIC) for name in ("a", "b")))
     for name in ("a", "b"):
         progress = [int(v) for v in _values(sink, name, PROGRESS_METRIC)]
         assert progress == sorted(set(progress)), progress  # in order, nothing twice
