@@ -39,6 +39,9 @@ _TH = (
 )
 
 
+_ADAPT = "|trend_adapt_top={top}|trend_adapt_margin={margin}|trend_adapt_min={floor}"
+
+
 def _th(rho: float, conf: float, mf: int, noise: float, smooth: bool, *, extra: str = "") -> str:
     return _TH.format(rho=rho, conf=conf, mf=mf, noise=noise, smooth=str(smooth).lower()) + extra
 
@@ -73,6 +76,23 @@ CANDIDATES: tuple[str, ...] = (
     "engine:divergence,stall,percentile",
     "engine:divergence,adaptive",
     "engine:divergence,median",
+    # issue 24 item 5 (compute): data-driven keep, each rung keeps the share of peers that were ahead of
+    # the best completed trials there, plus a margin (trend_adapt_*), with the gates above
+    _th(0.5, 0, 3, 1, True, extra=_ADAPT.format(top=2, margin=10, floor=10)),
+    _th(0.5, 0, 3, 1, True, extra=_ADAPT.format(top=3, margin=15, floor=15)),
+    _th(0.5, 0, 4, 1, True, extra=_ADAPT.format(top=3, margin=10, floor=10)),
+    _th(0.5, 1, 4, 1, True, extra=_ADAPT.format(top=2, margin=10, floor=10)),
+    _th(
+        0.5,
+        0,
+        3,
+        1,
+        True,
+        extra="|trend_rungs=5,10,20,40,80|trend_keep=50,50,33,25,25"
+        + _ADAPT.format(top=2, margin=10, floor=10),
+    ),
+    # ... and as the only gate: every rung shut (99 %) until trend_adapt_top trials completed
+    _th(0, 0, 3, 1, True, extra="|trend_keep=99,99,99,99" + _ADAPT.format(top=3, margin=15, floor=15)),
 )
 
 

@@ -281,3 +281,70 @@ def test_new_trend_settings_validate() -> None:
             PruningConfig.from_settings("eval_loss", "minimize", bad)
     with pytest.raises(ValueError, match="rho"):
         _policy(rho=2.0)
+
+
+# -- issue 24, item 5: data-driven keep (trend_adapt_*) ----------------------------------------------
+
+
+def _adapt_feed(done: list[list[tuple[float, float]]], **kw: object) -> tuple[TrendHalvingPolicy, Feeder]:
+    policy = _policy(adapt_top=2, adapt_margin=10.0, adapt_min=10.0, **kw)
+    feed = Feeder(_engine(policy))
+    for i, curve in enumerate(done):
+        feed.run(f"done{i}", curve)
+    return policy, feed
+
+
+def test_adapted_keep_follows_where_the_best_completed_trials_ranked() -> None:
+    # five completed trials whose early order is their final order: the best two sat at shares 0 %
+    # and 20 % of their peers at 10 %, so the rung keeps 20 + 10 = 30 % instead of 50 %
+    _, feed = _adapt_feed([_flat(v) for v in (0.3, 0.4, 0.5, 0.6, 0.7)])
+    decisions = feed.run("mid", _flat(0.45, upto=10), end=False)  # 2 of 5 peers better: 40 %
+    assert decisions[-1].prune and "more than the 30% kept" in decisions[-1].reason
+    # without the data-driven keep the same trial passes the 50 % rung
+    feed = Feeder(_engine(_policy()))
+    for i, v in enumerate((0.3, 0.4, 0.5, 0.6, 0.7)):
+        feed.run(f"done{i}", _flat(v))
+    assert not any(d.prune for d in feed.run("mid", _flat(0.45, upto=10), end=False))
+
+
+def test_adapted_keep_stays_at_the_rung_keep_when_the_best_started_behind() -> None:
+    # early ranks reversed at the end (under latest): the two best finals sat at 100 % and 75 % of
+    # their peers at 10 %
+    crossing = [_crossing(e, f) for e, f in ((0.3, 0.7), (0.4, 0.6), (0.5, 0.5), (0.6, 0.4), (0.7, 0.3))]
+    policy, feed = _adapt_feed(crossing, strategy="latest")
+    assert policy.adapted_keep(10, 50.0, feed.engine.state, 6) == 50.0
+    assert not any(d.prune for d in feed.run("mid", _flat(0.45, upto=10), end=False))
+
+
+def test_adapted_keep_waits_for_enough_completed_trials_and_has_a_floor() -> None:
+    policy, feed = _adapt_feed([_flat(0.3)])  # one completed trial, two needed
+    assert policy.adapted_keep(10, 50.0, feed.engine.state, 2) == 50.0
+    # perfect early order: the best two sat at 0 % and 25 %; with no margin the floor (30 %) holds
+    policy = _policy(adapt_top=2, adapt_margin=0.0, adapt_min=30.0)
+    feed = Feeder(_engine(policy))
+    for i, v in enumerate((0.3, 0.4, 0.5, 0.6, 0.7)):
+        feed.run(f"done{i}", _flat(v))
+    assert policy.adapted_keep(10, 50.0, feed.engine.state, 5) == 30.0
+
+
+def test_adapted_keep_counts_ties_as_ahead() -> None:
+    # the best two completed trials sat tied with a third at 10 %: 2 of their 4 peers there were
+    # better or tied (50 %), so the rung keeps its 50 %, not the floor
+    policy, feed = _adapt_feed([_flat(v) for v in (0.3, 0.3, 0.3, 0.6, 0.7)])
+    assert policy.adapted_keep(10, 50.0, feed.engine.state, 5) == 50.0
+    # the same trials untied: 0 % and 25 % ahead, the rung keeps 25 + 10 = 35 %
+    policy, feed = _adapt_feed([_flat(v) for v in (0.3, 0.31, 0.32, 0.6, 0.7)])
+    assert policy.adapted_keep(10, 50.0, feed.engine.state, 5) == 35.0
+
+
+def test_adapt_settings_validate_and_reach_the_policy() -> None:
+    for bad in ({"trend_adapt_top": "-1"}, {"trend_adapt_margin": "100"}, {"trend_adapt_min": "0"}):
+        with pytest.raises(ConfigError) as err:
+            PruningConfig.from_settings("eval_loss", "minimize", {"policy": "trend_halving", **bad})
+        assert next(iter(bad)) in str(err.value)
+    settings = {"trend_adapt_top": "3", "trend_adapt_margin": "5", "trend_adapt_min": "20"}
+    config = PruningConfig.from_settings("eval_loss", "minimize", {"policy": "trend_halving", **settings})
+    policy = build_policy(config).inner  # type: ignore[attr-defined]
+    assert (policy.adapt_top, policy.adapt_margin, policy.adapt_min) == (3, 5.0, 20.0)
+    with pytest.raises(ValueError, match="adapt_min"):
+        _policy(adapt_min=0.0)

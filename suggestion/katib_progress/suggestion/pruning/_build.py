@@ -142,6 +142,9 @@ def _trend_halving(c: PruningConfig) -> Policy:
         rho_confidence=c.trend_rho_confidence,
         noise=c.trend_noise,
         smooth=c.trend_smooth,
+        adapt_top=c.trend_adapt_top,
+        adapt_margin=c.trend_adapt_margin,
+        adapt_min=c.trend_adapt_min,
     )
 
 

@@ -118,6 +118,12 @@ class PruningConfig(BaseModel):
     trend_noise: float = Field(default=1.0, ge=0)
     #: Under ``latest``, a rung takes the line fitted to the recent values, not the last value.
     trend_smooth: bool = True
+    #: Data-driven keep: with trend_adapt_top > 0, once that many trials have completed each rung keeps
+    #: the largest share of peers ahead of any of the trend_adapt_top best completed trials there, plus
+    #: trend_adapt_margin points, within [trend_adapt_min, the rung's trend_keep] (0 = off).
+    trend_adapt_top: int = Field(default=0, ge=0)
+    trend_adapt_margin: float = Field(default=10.0, ge=0, lt=100)
+    trend_adapt_min: float = Field(default=10.0, gt=0, lt=100)
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)

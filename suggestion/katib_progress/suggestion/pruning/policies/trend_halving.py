@@ -36,6 +36,13 @@ now. Until the experiment's own finished trials show that ranks at a rung predic
 rung prunes nothing; where early leaders lose late (overfitting under ``latest``, slow starters) the
 early rungs stay closed.
 
+With ``adapt_top`` > 0 a rung's keep percent is **data-driven** (:meth:`TrendHalvingPolicy.adapted_keep`):
+once ``adapt_top`` trials have completed, it is the largest share of peers at the rung that were better
+or tied (in both views, no noise margin) than any of the ``adapt_top`` best completed trials (by final)
+there, plus ``adapt_margin`` points, within [``adapt_min``, the rung's ``keep``]. Where ranks at a rung
+predict the finals the rung keeps few; where the best finishers sat low there it keeps the configured
+share. (Tried for issue 24's compute goal; off by default: docs/benchmarks.md, "Item 5".)
+
 State: none outside the engine's history. Scores at a rung are cached per trial once the trial has
 passed the rung (grid steps are never rewritten), so a rebuilt engine decides the same.
 """
@@ -90,6 +97,9 @@ class TrendHalvingPolicy(Policy):
         rho_confidence: float = 1.0,
         noise: float = 0.0,
         smooth: bool = False,
+        adapt_top: int = 0,
+        adapt_margin: float = 10.0,
+        adapt_min: float = 10.0,
     ) -> None:
         if not rungs:
             raise ValueError("trend_halving needs at least one rung")
@@ -128,8 +138,18 @@ class TrendHalvingPolicy(Policy):
             raise ValueError(f"trend_halving rho_confidence must be >= 0, got {rho_confidence}")
         if not (math.isfinite(noise) and noise >= 0):
             raise ValueError(f"trend_halving noise must be >= 0, got {noise}")
+        if adapt_top < 0:
+            raise ValueError(f"trend_halving adapt_top must be >= 0, got {adapt_top}")
+        if not (math.isfinite(adapt_margin) and 0 <= adapt_margin < 100):
+            raise ValueError(f"trend_halving adapt_margin must be within [0, 100) points, got {adapt_margin}")
+        if not (math.isfinite(adapt_min) and 0 < adapt_min < 100):
+            raise ValueError(f"trend_halving adapt_min must be within (0, 100) percent, got {adapt_min}")
         self.noise = noise
         self.smooth = smooth
+        self.adapt_top = adapt_top
+        self.adapt_margin = adapt_margin
+        self.adapt_min = adapt_min
+        self._adapted: dict[tuple[int, int, int], float] = {}
         self.rho = rho
         self.rho_min_finished = rho_min_finished
         self.rho_confidence = rho_confidence
@@ -279,6 +299,45 @@ class TrendHalvingPolicy(Policy):
         self._rho_open[key] = out
         return out
 
+    def adapted_keep(self, step: int, keep: float, experiment: ExperimentState, at_rung: int) -> float:
+        """The keep percent of the rung at grid ``step``: ``keep`` itself unless ``adapt_top`` > 0 and at
+        least ``adapt_top`` trials have completed; then the largest share of its peers there that is
+        better or tied (in both views; no noise margin) than any of the ``adapt_top`` best completed
+        trials (by final), plus ``adapt_margin`` points, within [``adapt_min``, ``keep``]. Cached per
+        count of ended trials and of trials at the rung (``at_rung``)."""
+        if self.adapt_top <= 0:
+            return keep
+        key = (len(experiment.ended), step, at_rung)
+        hit = self._adapted.get(key)
+        if hit is not None:
+            return min(hit, keep)
+        done = []
+        for t in experiment.trials.values():
+            final = t.recorded(self.strategy) if t.state is TrialState.COMPLETE else None
+            if final is not None and math.isfinite(final):
+                done.append((self._sign * final, t.name, t))
+        out = keep
+        if len(done) >= self.adapt_top:
+            done.sort(key=lambda d: (d[0], d[1]))
+            worst = None
+            for _, name, t in done[: self.adapt_top]:
+                mine = self.scores(t, step)
+                if mine is None or not (math.isfinite(mine[0]) and math.isfinite(mine[1])):
+                    continue
+                peers = self._peers(name, step, experiment)
+                if len(peers) < self.min_peers:
+                    continue
+                # ties count as ahead: on a coarse scale (accuracy of a small validation set) a
+                # newcomer tied with the best completed trial there may still be behind it at the end
+                ahead_value = sum(1 for p in peers if p[0] <= mine[0])
+                ahead_trend = sum(1 for p in peers if p[1] <= mine[1])
+                share = 100.0 * min(ahead_value, ahead_trend) / len(peers)
+                worst = share if worst is None else max(worst, share)
+            if worst is not None:
+                out = max(self.adapt_min, worst + self.adapt_margin)
+        self._adapted[key] = out
+        return min(out, keep)
+
     # -- decision -------------------------------------------------------------------------------
     def decide(self, ctx: PolicyContext) -> Decision:
         trial = ctx.trial
@@ -287,7 +346,7 @@ class TrendHalvingPolicy(Policy):
         before = trial.progress[-2] if len(trial.progress) >= 2 else -math.inf
         now = trial.progress[-1]
         highest = max((i for i, r in enumerate(self.rungs) if r <= now + 1e-9), default=-1)
-        for i, (rung, keep) in enumerate(zip(self.rungs, self.keep, strict=True)):
+        for i, (rung, rung_keep) in enumerate(zip(self.rungs, self.keep, strict=True)):
             crossed = before < rung <= now + 1e-9
             again = self.rejudge and i == highest and not crossed
             if not (crossed or again):
@@ -299,6 +358,7 @@ class TrendHalvingPolicy(Policy):
             peers = self._peers(trial.name, step, ctx.experiment)
             if len(peers) < self.min_peers:
                 continue
+            keep = self.adapted_keep(step, rung_keep, ctx.experiment, len(peers) + 1)
             behind = self._behind(mine, peers, keep)
             if behind is None:
                 continue
