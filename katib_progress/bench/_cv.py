@@ -93,6 +93,10 @@ CANDIDATES: tuple[str, ...] = (
     ),
     # ... and as the only gate: every rung shut (99 %) until trend_adapt_top trials completed
     _th(0, 0, 3, 1, True, extra="|trend_keep=99,99,99,99" + _ADAPT.format(top=3, margin=15, floor=15)),
+    # ... more conservative: more of the best completed trials, a larger margin and floor
+    _th(0.5, 0, 3, 1, True, extra=_ADAPT.format(top=4, margin=20, floor=20)),
+    _th(0.5, 1, 4, 1, True, extra=_ADAPT.format(top=3, margin=15, floor=15)),
+    _th(0.5, 0, 4, 1, True, extra=_ADAPT.format(top=4, margin=15, floor=15)),
 )
 
 
