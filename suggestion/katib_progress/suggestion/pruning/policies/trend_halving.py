@@ -258,6 +258,16 @@ class TrendHalvingPolicy(Policy):
                 return False
         return True
 
+    def _completed(self, experiment: ExperimentState) -> list[tuple[float, TrialHistory]]:
+        """The completed trials with a finite final by the metric strategy: (final, oriented so that
+        lower is better; the trial), in the experiment's order."""
+        out = []
+        for t in experiment.trials.values():
+            final = t.recorded(self.strategy) if t.state is TrialState.COMPLETE else None
+            if final is not None and math.isfinite(final):
+                out.append((self._sign * final, t))
+        return out
+
     def rank_gate(self, step: int, keep: float, experiment: ExperimentState) -> tuple[bool, str]:
         """(the rung at grid ``step`` may judge, why): completed trials' values there predict their
         finals (Spearman lower bound >= ``rho``) and the best completed trial would pass it now.
@@ -266,21 +276,15 @@ class TrendHalvingPolicy(Policy):
         hit = self._rho_open.get(key)
         if hit is not None:
             return hit
-        done = [
-            t
-            for t in experiment.trials.values()
-            if t.state is TrialState.COMPLETE and t.recorded(self.strategy) is not None
-        ]
         xs, ys, best = [], [], None
-        for t in done:
+        for final, t in self._completed(experiment):
             s = self.scores(t, step)
-            final = t.recorded(self.strategy)
-            if s is None or final is None or not (math.isfinite(s[0]) and math.isfinite(final)):
+            if s is None or not math.isfinite(s[0]):
                 continue
             xs.append(s[0])
-            ys.append(self._sign * final)
-            if best is None or self._sign * final < best[0]:
-                best = (self._sign * final, t, s)
+            ys.append(final)
+            if best is None or final < best[0]:
+                best = (final, t, s)
         out: tuple[bool, str]
         if len(xs) < self.rho_min_finished or best is None:
             out = (False, f"{len(xs)} of {self.rho_min_finished} completed trials needed to open the rung")
@@ -311,20 +315,15 @@ class TrendHalvingPolicy(Policy):
         hit = self._adapted.get(key)
         if hit is not None:
             return min(hit, keep)
-        done = []
-        for t in experiment.trials.values():
-            final = t.recorded(self.strategy) if t.state is TrialState.COMPLETE else None
-            if final is not None and math.isfinite(final):
-                done.append((self._sign * final, t.name, t))
+        done = sorted(self._completed(experiment), key=lambda d: (d[0], d[1].name))
         out = keep
         if len(done) >= self.adapt_top:
-            done.sort(key=lambda d: (d[0], d[1]))
             worst = None
-            for _, name, t in done[: self.adapt_top]:
+            for _, t in done[: self.adapt_top]:
                 mine = self.scores(t, step)
                 if mine is None or not (math.isfinite(mine[0]) and math.isfinite(mine[1])):
                     continue
-                peers = self._peers(name, step, experiment)
+                peers = self._peers(t.name, step, experiment)
                 if len(peers) < self.min_peers:
                     continue
                 # ties count as ahead: on a coarse scale (accuracy of a small validation set) a
