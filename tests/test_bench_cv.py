@@ -95,3 +95,30 @@ def test_the_training_margin_decides_edge_cases() -> None:
     edge = _result("edge", [0.0] * 9 + [0.04])  # worst seed 0.04: safe, but not within half of 0.05
     assert choose([edge], ["cheap", "safe"], 0.01) == "safe"
     assert choose([edge], ["cheap", "safe"], 0.01, margin=1.0) == "cheap"
+
+
+def test_the_hindsight_envelope_picks_each_banks_cheapest_safe_policy_on_that_bank() -> None:
+    easy, hard = _result("easy", [0.0, 0.0]), _result("hard", [0.0, 0.2])
+    ugly_summaries = (
+        _summary("none", 1.0, [0.0, 0.0], stock=True),
+        _summary("optuna-median", 0.5, [0.0, 0.0], stock=True),
+        _summary("cheap", 0.3, [0.3, 0.0]),
+        _summary("safe", 0.45, [0.0, 0.2]),
+    )
+    ugly = BankResult(parse_bank(synthetic_bank() | {"name": "ugly"}), ugly_summaries, (), 0.01)
+    cv = cross_validate(
+        [easy, hard, ugly], seeds=range(2), trials=4, regret_target=0.01, candidates=["cheap", "safe"]
+    )
+    only = cv.hindsight(with_stock=False)
+    assert only["easy"] is not None and only["easy"][0] == "cheap"  # 0.3 / 0.5
+    assert only["hard"] is not None and only["hard"][0] == "safe"  # cheap loses the best there
+    assert only["ugly"] is None  # no candidate is safe there
+    both = cv.hindsight(with_stock=True)
+    assert both["ugly"] is not None and both["ugly"][0] == "optuna-median"
+    text = cv_markdown(cv)
+    # candidates: sqrt(0.6 x 0.9) over two banks; with the stock policies: (0.6 x 0.9 x 1.0) ** (1/3)
+    assert "each bank's cheapest of the candidates safe there" in text
+    assert "x ref 0.735 over 2 banks (none safe on ugly); at most 1 on every bank" in text
+    assert "the candidates and the stock policies safe there, chosen on that bank itself: geometric " in text
+    assert "mean of x ref 0.814; at most 1 on every bank" in text
+    assert cv.as_dict()["hindsight"]["with_stock"]["ugly"]["policy"] == "optuna-median"

@@ -147,7 +147,7 @@ def choose(
         i, name = item
         cells = [cell(r, _summary(r, name)) for r in results]
         unsafe = sum(not c.safe(margin * regret_target, margin * max_regret_target) for c in cells)
-        geo = math.exp(sum(math.log(max(c.ratio, 1e-9)) for c in cells) / len(cells)) if cells else 1.0
+        geo = _geo([c.ratio for c in cells]) if cells else 1.0
         return unsafe, geo, i
 
     return min(enumerate(candidates), key=key)[1]
@@ -181,7 +181,25 @@ class CvResult:
 
     @property
     def geo_ratio(self) -> float:
-        return math.exp(sum(math.log(max(r.cell.ratio, 1e-9)) for r in self.rows) / len(self.rows))
+        return _geo([r.cell.ratio for r in self.rows])
+
+    def hindsight(self, *, with_stock: bool) -> dict[str, tuple[str, Cell] | None]:
+        """Each bank's cheapest replayed policy (by compute over the bank's reference) that is safe
+        there by the targets themselves, chosen **on that bank itself**: the candidates, and with
+        ``with_stock`` the stock policies too; None where none is. Not a policy anyone could run (it
+        knows every bank's results); a bound on what choosing among these rules can reach (issue 24
+        item 5: a single default must beat this envelope's geometric mean to reach the goal)."""
+        out: dict[str, tuple[str, Cell] | None] = {}
+        for bank, cells in self.grid.items():
+            safe = [
+                (c.ratio, i, name, c)
+                for i, (name, c) in enumerate(cells.items())
+                if (with_stock or name not in STOCK_POLICIES)
+                and c.safe(self.regret_target, self.max_regret_target)
+            ]
+            best = min(safe, default=None, key=lambda s: (s[0], s[1]))
+            out[bank] = None if best is None else (best[2], best[3])
+        return out
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -191,6 +209,13 @@ class CvResult:
             "max_regret_target": self.max_regret_target,
             "margin": self.margin,
             "table": cv_markdown(self),
+            "hindsight": {
+                key: {
+                    bank: None if b is None else {"policy": b[0], **_cell_dict(b[1])}
+                    for bank, b in self.hindsight(with_stock=stock).items()
+                }
+                for key, stock in (("candidates", False), ("with_stock", True))
+            },
             "grid": {
                 bank: {name: _cell_dict(c) for name, c in cells.items()} for bank, cells in self.grid.items()
             },
@@ -257,6 +282,24 @@ def cross_validate(
     )
 
 
+def _geo(ratios: Sequence[float]) -> float:
+    return math.exp(sum(math.log(max(x, 1e-9)) for x in ratios) / len(ratios)) if ratios else math.nan
+
+
+def _hindsight_line(cv: CvResult, *, with_stock: bool) -> str:
+    best = cv.hindsight(with_stock=with_stock)
+    found = {bank: b for bank, b in best.items() if b is not None}
+    above = [f"{bank} {short_name(name)} {c.ratio:.2f}" for bank, (name, c) in found.items() if c.ratio > 1]
+    none = [bank for bank, b in best.items() if b is None]
+    what = "the candidates and the stock policies" if with_stock else "the candidates"
+    return (
+        f"in hindsight, each bank's cheapest of {what} safe there, chosen on that bank itself: geometric "
+        f"mean of x ref {_geo([c.ratio for _, c in found.values()]):.3f}"
+        + (f" over {len(found)} banks (none safe on {', '.join(none)})" if none else "")
+        + (f"; above 1 on {', '.join(above)}" if above else "; at most 1 on every bank")
+    )
+
+
 def _cell_dict(c: Cell) -> dict[str, float]:
     return {
         "compute": c.compute,
@@ -298,6 +341,8 @@ def cv_markdown(cv: CvResult) -> str:
         "",
         f"geometric mean of x ref: {cv.geo_ratio:.3f}; safe on {sum(r.safe for r in cv.rows)} of "
         f"{len(cv.rows)} banks, compute <= ref on {sum(r.cheap for r in cv.rows)} of {len(cv.rows)}",
+        _hindsight_line(cv, with_stock=False),
+        _hindsight_line(cv, with_stock=True),
         f"chosen on all banks (the default): {short_name(cv.default)}; "
         + ("every fold chose it" if same else "the folds chose " + ", ".join(short_name(c) for c in chosen)),
     ]
