@@ -46,6 +46,9 @@ class _NullSink:
     def flush(self, timeout: float) -> bool:
         return True
 
+    def delete(self, trial: str) -> None:
+        return None
+
     def close(self) -> None:
         return None
 

@@ -20,6 +20,7 @@ from katib_progress.bench._bank import Bank, BankTrial
 from katib_progress.bench._sim import TrialOutcome
 from katib_progress.bench._sources import NearestConfig
 from katib_progress.core.errors import PermanentError
+from katib_progress.suggestion._names import INCARNATION_SETTING
 
 # The generated Katib stubs carry no type information.
 pb: Any = katib_api_pb2
@@ -66,7 +67,12 @@ def experiment_proto(bank: Bank, name: str, *, algorithm: str, seed: int, parall
             ),
             algorithm=pb.AlgorithmSpec(
                 algorithm_name=algorithm,
-                algorithm_settings=[pb.AlgorithmSetting(name="random_state", value=str(seed))],
+                algorithm_settings=[
+                    pb.AlgorithmSetting(name="random_state", value=str(seed)),
+                    # a fixed incarnation, as Katib would send back the one of the first reply: the
+                    # replay's trial names then depend on the seed alone (suggestion/_names.py)
+                    pb.AlgorithmSetting(name=INCARNATION_SETTING, value=f"bench-{seed}"),
+                ],
             ),
             parallel_trial_count=parallel,
             max_trial_count=budget,

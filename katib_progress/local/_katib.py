@@ -77,8 +77,13 @@ def objective_proto(exp: LocalExperiment) -> Any:
     )
 
 
-def experiment_proto(exp: LocalExperiment) -> Any:
+def experiment_proto(exp: LocalExperiment, kept: Mapping[str, str] | None = None) -> Any:
+    """``kept``: the settings the suggestion service returned earlier, which override and extend the
+    Experiment's own as Katib's Suggestion status does (algorithm_settings.go
+    ``appendAlgorithmSettingsFromSuggestion``)."""
     spec = exp.doc.spec
+    settings = {s.name: s.value for s in spec.algorithm.algorithm_settings}
+    settings.update(kept or {})
     params = [
         pb.ParameterSpec(
             name=p.name,
@@ -109,9 +114,7 @@ def experiment_proto(exp: LocalExperiment) -> Any:
             objective=objective_proto(exp),
             algorithm=pb.AlgorithmSpec(
                 algorithm_name=spec.algorithm.algorithm_name,
-                algorithm_settings=[
-                    pb.AlgorithmSetting(name=s.name, value=s.value) for s in spec.algorithm.algorithm_settings
-                ],
+                algorithm_settings=[pb.AlgorithmSetting(name=k, value=v) for k, v in settings.items()],
             ),
             early_stopping=early,
             parallel_trial_count=spec.parallel_trial_count,
@@ -185,10 +188,19 @@ class SuggestionClient:
             raise _rpc_error("ValidateAlgorithmSettings", exc) from None
 
     def get(
-        self, exp: LocalExperiment, trials: Sequence[TrialSummary], *, current: int, total: int
+        self,
+        exp: LocalExperiment,
+        trials: Sequence[TrialSummary],
+        *,
+        current: int,
+        total: int,
+        kept: dict[str, str],
     ) -> list[Assignment]:
+        """New assignments. ``kept`` holds the settings the service returned so far (Katib's Suggestion
+        ``status.algorithmSettings``): sent with the request and updated from the reply
+        (suggestionclient.go ``updateAlgorithmSettings``)."""
         request = pb.GetSuggestionsRequest(
-            experiment=experiment_proto(exp),
+            experiment=experiment_proto(exp, kept),
             trials=[trial_proto(exp, t) for t in trials],
             current_request_number=current,
             total_request_number=total,
@@ -197,6 +209,8 @@ class SuggestionClient:
             reply = self._stub.GetSuggestions(request, timeout=_TIMEOUT_S, wait_for_ready=True)
         except grpc.RpcError as exc:
             raise _rpc_error("GetSuggestions", exc) from None
+        for setting in reply.algorithm.algorithm_settings:
+            kept[setting.name] = setting.value
         return [
             Assignment(
                 params={a.name: a.value for a in pa.assignments},

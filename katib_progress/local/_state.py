@@ -47,6 +47,8 @@ class Book:
         self.exp = exp
         self.trials: dict[str, TrialSummary] = {}
         self.summary_requests = 0
+        # what the suggestion service asked to keep (Katib's Suggestion status.algorithmSettings)
+        self.algorithm_settings: dict[str, str] = {}
         self._wall_before = 0.0
         self._started_at = datetime.now(UTC)
         self.status: ExperimentState = "Running"
@@ -55,6 +57,7 @@ class Book:
         self._ended_at: datetime | None = None
         if previous is not None:
             self.summary_requests = previous.suggestion_requests
+            self.algorithm_settings = dict(previous.algorithm_settings)
             self._wall_before = previous.wall_s
             self._started_at = previous.started_at
             for old in previous.trials:
@@ -163,6 +166,7 @@ class Book:
                 t.eta_at_prune_s or 0.0 for t in self.trials.values() if t.status == "EarlyStopped"
             ),
             suggestion_requests=self.summary_requests,
+            algorithm_settings=dict(self.algorithm_settings),
             counts=counts,
             best=BestTrial(
                 trial=best.name, objective=best.objective, params=best.params, observation=best.observation

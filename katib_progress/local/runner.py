@@ -224,7 +224,8 @@ class _Sweep:
             return
         trials = list(self.book.trials.values())
         total = self.book.summary_requests + room
-        assignments = sugg.get(self.exp, trials, current=room, total=total)
+        kept = self.book.algorithm_settings
+        assignments = sugg.get(self.exp, trials, current=room, total=total, kept=kept)
         self.book.summary_requests = total
         if not assignments:
             self._exhausted = True

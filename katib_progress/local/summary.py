@@ -108,6 +108,8 @@ class SweepSummary(_Frozen):
     compute_saved_s: float = 0.0
     accelerator: str = "GPU"  # "GPU" on a machine with GPUs, else "compute": what the hours are counted in
     suggestion_requests: int = 0
+    #: settings the suggestion service returned, sent back on resume as Katib's Suggestion status does
+    algorithm_settings: dict[str, str] = Field(default_factory=dict)
     counts: dict[str, int] = Field(default_factory=dict)
     best: BestTrial | None = None
     unsupported: list[str] = Field(default_factory=list)

@@ -203,6 +203,7 @@ class RealKatib(ExperimentWaits):
         katib.install_crds(self.kube, katib_src, trainer_src)
         if self.trainer_manager is not None:
             self.trainer_manager.install()
+        self.cp.start_controller_manager()  # after every CRD: its garbage collector knows them at once
         katib.ensure_namespace(self.kube, katib.KATIB_NS)
         katib.ensure_namespace(self.kube, "team-a", katib.INJECTION_LABEL)
         self.webhook_port = free_port()

@@ -64,7 +64,6 @@ class ControlPlane:
         cp.port = free_port()
         cp.start_etcd()
         cp.start_apiserver()
-        cp.start_controller_manager()
         return cp
 
     @property
@@ -105,7 +104,11 @@ class ControlPlane:
     def start_controller_manager(self) -> None:
         """kube-controller-manager with only its garbage collector and namespace controller: Katib deletes
         a finished trial's job with foreground propagation (trial_controller.go ``reconcileJob``), which
-        only the garbage collector completes; owner references are followed by it as on a cluster."""
+        only the garbage collector completes; owner references are followed by it as on a cluster.
+
+        Started once the CRDs exist (``RealKatib.install``): its garbage collector learns resources at
+        start and then only at its 30 s discovery resync, so one started before Katib's CRDs left
+        Experiments' and Trials' dependents undeleted for up to that long."""
         kubeconfig = self.write_kubeconfig(self.workdir / "controller-manager.kubeconfig")
         argv = [
             str(binary("kube-controller-manager")), f"--kubeconfig={kubeconfig}",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KATIB = ("kubeflow.org", "v1beta1")
@@ -106,11 +107,21 @@ class Objects:
     ) -> dict[str, Any]:
         """Replace ``status.trainerStatus`` as a whole, as the trainer status server does.
 
-        Read-modify-write through ``PUT .../status`` with the read resourceVersion as precondition.
+        Read-modify-write through ``PUT .../status`` with the read resourceVersion as precondition,
+        read again on a conflict (the collector adds its finalizer meanwhile; Trainer's status server
+        applies server-side and never conflicts).
         """
-        current = self.api.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", name)
-        body = {**current, "status": {**(current.get("status") or {}), "trainerStatus": dict(status)}}
-        return self.api.replace_namespaced_custom_object_status(*TRAINER, namespace, "trainjobs", name, body)
+        for attempt in range(10):
+            current = self.api.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", name)
+            body = {**current, "status": {**(current.get("status") or {}), "trainerStatus": dict(status)}}
+            try:
+                return self.api.replace_namespaced_custom_object_status(
+                    *TRAINER, namespace, "trainjobs", name, body
+                )
+            except ApiException as exc:
+                if exc.status != 409 or attempt == 9:
+                    raise
+        raise AssertionError("unreachable")
 
     def delete_trainjob(self, name: str, *, namespace: str = "default") -> None:
         self.api.delete_namespaced_custom_object(*TRAINER, namespace, "trainjobs", name)

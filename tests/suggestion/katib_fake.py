@@ -16,6 +16,8 @@ import grpc
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 
+from katib_progress.suggestion._names import INCARNATION_SETTING
+
 Cond = pb.TrialStatus.TrialConditionType
 
 
@@ -134,12 +136,22 @@ class FakeTrial:
 
 class FakeKatib:
     def __init__(
-        self, address: str, exp: Any, objective: Callable[[Mapping[str, str]], float] = default_objective
+        self,
+        address: str,
+        exp: Any,
+        objective: Callable[[Mapping[str, str]], float] = default_objective,
+        *,
+        incarnation: str | None = "katib-fake",
     ) -> None:
+        """``incarnation``: the one Katib holds from the start (so that two fakes of one experiment
+        and seed get the same names and can be compared); None: none, as for a new Experiment,
+        which the service's first reply then gives."""
         self.exp = exp
         self.objective = objective
         self.trials: list[FakeTrial] = []
         self.replies: list[list[tuple[str, tuple[tuple[str, str], ...]]]] = []
+        # the Suggestion's status.algorithmSettings: what the service's replies asked to keep
+        self.kept: dict[str, str] = {} if incarnation is None else {INCARNATION_SETTING: incarnation}
         self.connect(address)
 
     def connect(self, address: str) -> None:
@@ -172,14 +184,32 @@ class FakeKatib:
             and not (t.condition == Cond.EARLYSTOPPED and not t.metrics)
         ]
         return pb.GetSuggestionsRequest(
-            experiment=self.exp,
+            experiment=self.filled(),
             trials=[t.to_proto() for t in sent],
             current_request_number=count,
             total_request_number=len(self.trials) + count,
         )
 
+    def filled(self) -> Any:
+        """The Experiment with the kept settings over its own (algorithm_settings.go
+        ``appendAlgorithmSettingsFromSuggestion``: a kept setting replaces one of the same name, else is
+        appended)."""
+        exp = pb.Experiment()
+        exp.CopyFrom(self.exp)
+        settings = exp.spec.algorithm.algorithm_settings
+        for name, value in self.kept.items():
+            found = next((s for s in settings if s.name == name), None)
+            if found is not None:
+                found.value = value
+            else:
+                settings.add(name=name, value=value)
+        return exp
+
     def ask(self, count: int) -> list[FakeTrial]:
         reply = self.stub.GetSuggestions(self.request(count), timeout=60)
+        # suggestionclient.go updateAlgorithmSettings: the reply's settings are kept in the status
+        for setting in reply.algorithm.algorithm_settings:
+            self.kept[setting.name] = setting.value
         assert len(reply.parameter_assignments) == count
         new = []
         for pa in reply.parameter_assignments:

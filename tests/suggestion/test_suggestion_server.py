@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -80,10 +81,12 @@ def test_a_missing_curve_falls_back_to_the_observation() -> None:
     hub = FakeHub()
     registry = StudyRegistry(curve_source=hub)
     spec = experiment_from_proto(experiment(name="fallback", algorithm="random"))
-    first = registry.suggest(spec, [], 1, 1)[0]
+    suggested = registry.suggest(spec, [], 1, 1)
+    first = suggested.suggestions[0]
     renamed = TrialRecord("fallback-unknown", first.assignments, TrialState.PRUNED)
     record = TrialRecord(first.trial_name, first.assignments, TrialState.PRUNED)
-    registry.suggest(spec, [record, renamed], 1, 2)
+    # Katib sends back the incarnation the first reply carried (the Suggestion's status)
+    registry.suggest(dataclasses.replace(spec, incarnation=suggested.incarnation), [record, renamed], 1, 2)
     study = registry.study("fallback")
     assert study is not None
     states = {t.user_attrs["katib_trial_name"]: t for t in study.trials()}

@@ -10,6 +10,12 @@ keeps only its newest one (the older ones are *shed*, never written, counted in
 ``collector_snapshots_shed_total``): the latest snapshot of every job still wins, nothing is written
 twice, and what waits stays below ``max_pending_snapshots`` plus one per job. On SIGTERM/SIGINT the
 watcher stops, the queues get a last delivery attempt and the sink is flushed within ``flush_timeout_s``.
+
+Deleted trials (docs/collector.md, "Deleted trials"): before a job's first write the collector adds its
+finalizer to the TrainJob (``kube.finalizer``). Once the TrainJob is being deleted (or is gone), nothing
+more of it is written; when its Trial is gone or being deleted too, the sink deletes the trial's log
+after the last row it could still write, and then the finalizer is removed. Katib's own clean-up may
+run before or after: either way no row of a deleted Trial is left.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.kube import JobEvent, TrainJobWatcher, WatchSettings
+from katib_progress.collector.kube.finalizer import Finalizers, holds
 from katib_progress.collector.pipeline import JobRef, SnapshotProcessor
 from katib_progress.collector.ratelog import Every, held_back
 from katib_progress.collector.sinks import ObservationSink
@@ -42,6 +49,14 @@ BACKPRESSURE = CounterSpec(
 SHED = CounterSpec(
     "collector_snapshots_shed_total",
     "waiting snapshots dropped for a newer one of the same job because max_pending_snapshots wait in all",
+)
+RELEASED = CounterSpec(
+    "collector_trainjobs_released_total",
+    "deleted TrainJobs handled: the trial's log deleted (its Trial is gone) or kept",
+    ("log",),
+)
+RELEASE_ERRORS = CounterSpec(
+    "collector_release_errors_total", "unexpected failures releasing a deleted TrainJob (retried)"
 )
 DEFER_MAX_S = 10.0  # first-sight reads wait for the first list at most this long
 DEFER_POLL_S = 0.05
@@ -66,6 +81,10 @@ class CollectorSettings(BaseModel):
         default=8, ge=1, le=256, description="first-sight reads of what a job already wrote, at once"
     )
     flush_timeout_s: float = Field(default=10.0, ge=0, description="time to drain the sink on shutdown")
+    finalizer: bool = Field(
+        default=True,
+        description="hold each TrainJob with our finalizer until a deleted trial's log is deleted",
+    )
 
 
 def job_ref(event: JobEvent) -> JobRef:
@@ -76,6 +95,7 @@ def job_ref(event: JobEvent) -> JobRef:
         experiment=event.trial.experiment,
         trial=event.trial.name,
         started_at=event.created,
+        trial_uid=event.trial.uid,
     )
 
 
@@ -114,6 +134,14 @@ class Collector:
         self._recovery_log = Every(10.0)
         self._wait_log = Every(10.0)
         self._stopping = threading.Event()
+        self.finalizers = Finalizers(api_client, request_timeout_s=settings.watch.request_timeout_s)
+        # Jobs not read back yet: the TrainJob's metadata as last delivered (its finalizers).
+        self._meta: dict[str, Mapping[str, Any]] = {}
+        # Deleted TrainJobs: key -> (job, held by our finalizer, when to try next; inf while running).
+        self._releasing: dict[str, tuple[JobRef, bool, float]] = {}
+        self._released: set[str] = set()  # released while the TrainJob still existed (its delete follows)
+        self._closed: set[str] = set()  # being deleted: nothing more of them is written
+        self._release_log = Every(10.0)
 
     # -- event handling (called from the watcher's threads) --------------------------------------
 
@@ -122,15 +150,18 @@ class Collector:
             self._event_hook(event)
         job = job_ref(event)
         with self._lock:
-            if event.kind == "delete":
-                dropped = self._pending.pop(job.key, None)
-                if dropped is not None:
-                    self._waiting -= len(dropped[1])
-                self._recovering.discard(job.key)
-                self.processor.forget(job)
-                _log.info("TrainJob %s/%s deleted; state forgotten", job.namespace, job.name)
+            if event.kind == "delete" or event.deleting:
+                self._close(job, event)
                 return
+            if job.key in self._closed:
+                return
+            if not self.processor.ready(job):
+                self._meta[job.key] = event.meta
             entry = self._pending.get(job.key)
+            if entry is not None and entry[1] and entry[1][-1] == event.trainer_status:
+                # the same status again (a change of metadata only, e.g. our finalizer being added):
+                # the sequencer would skip it as a repeat, so it need not wait in the queue
+                return
             if entry is not None and entry[1] and self._waiting >= self.settings.max_pending_snapshots:
                 self._shed(job, entry[1])
             if entry is not None and len(entry[1]) >= self.settings.max_pending_per_job:
@@ -151,6 +182,82 @@ class Collector:
             self._waiting += 1
             self._pending[job.key] = (job, queue)
             self._drain(job.key)
+
+    def _close(self, job: JobRef, event: JobEvent) -> None:
+        """The TrainJob is being deleted or is gone (lock held): nothing more of it is written, and its
+        release is scheduled (once) unless it already ran."""
+        dropped = self._pending.pop(job.key, None)
+        if dropped is not None:
+            self._waiting -= len(dropped[1])
+        self._recovering.discard(job.key)
+        self._meta.pop(job.key, None)
+        self.processor.forget(job)
+        if event.kind == "delete":
+            self._closed.discard(job.key)
+            _log.info("TrainJob %s/%s deleted; state forgotten", job.namespace, job.name)
+            if job.key in self._released:  # released while it waited for our finalizer
+                self._released.discard(job.key)
+                return
+        else:
+            self._closed.add(job.key)
+            if job.key in self._released:
+                return
+        if job.key not in self._releasing:
+            held = event.kind != "delete" and self.settings.finalizer and holds(event.meta)
+            self._releasing[job.key] = (job, held, float("inf"))
+            self._pool.submit(self._release, job, held)
+
+    def _release(self, job: JobRef, held: bool) -> None:
+        """Delete the trial's log if its Trial is gone or being deleted (after the last row the sink
+        could still write), then let the TrainJob go. A failure is tried again by the retry loop.
+        (A pool task is its thread's outermost loop: anything unexpected is logged, counted and
+        retried too, never lost in a future nobody reads.)"""
+        try:
+            gone = self.finalizers.trial_gone(job.namespace, job.trial, job.trial_uid)
+            if gone:
+                self.sink.delete(job.trial)
+            if held:
+                self.finalizers.remove(job.namespace, job.name, job.uid)
+        except Exception as exc:  # noqa: BLE001 - outermost: logged with traceback below, counted
+            if not isinstance(exc, KatibProgressError):
+                _log.exception("releasing deleted TrainJob %s/%s failed", job.namespace, job.name)
+                self.counters.inc(RELEASE_ERRORS)
+            delay = max(self.settings.retry_interval_s, getattr(exc, "delay", None) or 0.0)
+            with self._lock:
+                if job.key in self._releasing:
+                    self._releasing[job.key] = (job, held, time.monotonic() + delay)
+            if (held_for := self._release_log.due()) is not None:
+                _log.warning(
+                    "cannot release deleted TrainJob %s/%s yet: %s; retrying in %.1fs%s",
+                    job.namespace,
+                    job.name,
+                    exc,
+                    delay,
+                    held_back(held_for),
+                )
+            return
+        with self._lock:
+            self._releasing.pop(job.key, None)
+            if held and job.key in self._closed:
+                self._released.add(job.key)
+        self.counters.inc(RELEASED, log="deleted" if gone else "kept")
+        _log.info(
+            "deleted TrainJob %s/%s released; trial %s's log %s",
+            job.namespace,
+            job.name,
+            job.trial,
+            "deleted (its Trial is gone)" if gone else "kept (its Trial remains)",
+        )
+
+    def _retry_releases(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = [(key, job, held) for key, (job, held, at) in self._releasing.items() if at <= now]
+            for key, job, held in due:
+                self._releasing[key] = (job, held, float("inf"))
+        for _, job, held in due:
+            if not self._stopping.is_set():
+                self._pool.submit(self._release, job, held)
 
     def _shed(self, job: JobRef, queue: deque[Mapping[str, Any] | None]) -> None:
         """Overload (lock held): drop the job's waiting snapshots, which the new one supersedes. None
@@ -202,6 +309,11 @@ class Collector:
 
     def _recover(self, job: JobRef) -> None:
         try:
+            if self.settings.finalizer:
+                with self._lock:
+                    meta = self._meta.get(job.key)
+                if not self.finalizers.add(job.namespace, job.name, job.uid, meta):
+                    return  # gone or being deleted: its deletion is delivered next
             self.processor.recover(job)
         except KatibProgressError as exc:
             held = self._recovery_log.due()
@@ -210,6 +322,8 @@ class Collector:
         finally:
             with self._lock:
                 self._recovering.discard(job.key)
+                if self.processor.ready(job):
+                    self._meta.pop(job.key, None)
                 if job.key in self._pending and self.processor.ready(job):
                     self._drain(job.key)
 
@@ -249,6 +363,7 @@ class Collector:
             self._release_deferred()
             if time.monotonic() < due:
                 continue
+            self._retry_releases()
             due = time.monotonic() + interval
             try:
                 left = self.retry_pending()

@@ -50,6 +50,7 @@ class JobRef:
     experiment: str
     trial: str
     started_at: datetime | None = None
+    trial_uid: str = ""  # "" when not known
 
     def __post_init__(self) -> None:
         if not self.trial:

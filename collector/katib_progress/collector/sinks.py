@@ -10,6 +10,10 @@ Contract of ``ObservationSink``:
 - ``latest(trial)`` returns the trial's rows at its greatest timestamp (including rows still queued),
   which is how a restarted collector learns what it already wrote. May raise ``TemporaryError``.
 - ``flush(timeout)`` waits until queued rows are delivered; True when nothing is left.
+- ``delete(trial)`` removes the trial's rows for good: what is queued for it is dropped, a write of it
+  in flight is waited for (and, where its outcome is unknown, the time it may still commit), then the
+  stored log is deleted (Katib's ``DeleteObservationLog``). Once it returns, nothing this sink was
+  given for ``trial`` can still reach the store. May raise ``TemporaryError``.
 - ``close()`` releases resources.
 """
 
@@ -28,5 +32,7 @@ class ObservationSink(Protocol):
     def latest(self, trial: str) -> list[MetricRow]: ...
 
     def flush(self, timeout: float) -> bool: ...
+
+    def delete(self, trial: str) -> None: ...
 
     def close(self) -> None: ...

@@ -43,5 +43,11 @@ class MemorySink:
     def flush(self, timeout: float) -> bool:
         return True
 
+    def delete(self, trial: str) -> None:
+        with self._lock:
+            if self.fail_with is not None:
+                raise self.fail_with
+            self._rows.pop(trial, None)
+
     def close(self) -> None:
         return None

@@ -71,6 +71,9 @@ class ExperimentSpec:
     parallel_trial_count: int = 0
     #: ``spec.earlyStopping.algorithmName`` ("" when unset)
     early_stopping: str = ""
+    #: which creation of the Experiment this is ("" when Katib holds none yet): kept by Katib in the
+    #: Suggestion's ``status.algorithmSettings`` (see ``_names``); never a search setting
+    incarnation: str = ""
 
 
 @dataclass(frozen=True, slots=True)

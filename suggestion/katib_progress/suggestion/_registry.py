@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from optuna.storages import BaseStorage
 
 from katib_progress.suggestion._checks import check_experiment
 from katib_progress.suggestion._domain import ExperimentSpec, ReportedTrial, Suggestion
+from katib_progress.suggestion._names import new_incarnation
 from katib_progress.suggestion._study import CurveSource, ExperimentStudy, spec_fingerprint
 
 _log = logging.getLogger(__name__)
@@ -39,6 +41,14 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Suggested:
+    """New trials, and the incarnation of the study that made them (for Katib to keep)."""
+
+    suggestions: list[Suggestion]
+    incarnation: str
 
 
 @dataclass
@@ -67,12 +77,21 @@ class StudyRegistry:
 
     def suggest(
         self, spec: ExperimentSpec, trials: Sequence[ReportedTrial], count: int, total: int = 0
-    ) -> list[Suggestion]:
-        """Sync Katib's ``trials`` into the experiment's study and return ``count`` new trials."""
+    ) -> Suggested:
+        """Sync Katib's ``trials`` into the experiment's study and return ``count`` new trials.
+
+        A request without an incarnation comes from an Experiment Katib has not recorded one for yet
+        (just created, or created again under the same name): it starts a new study under a new
+        incarnation, which the reply carries back to Katib (see ``_names``)."""
+        if not spec.incarnation:
+            spec = dataclasses.replace(spec, incarnation=new_incarnation())
         with self._lock:
             slot = self._slots.setdefault(spec.name, _Slot())
         with slot.lock:
             study = slot.study
+            if study is not None and study.incarnation != spec.incarnation:
+                _log.info("experiment %r was created again; starting a new study", spec.name)
+                study = None
             if study is None or (spec != slot.spec and study.fingerprint != spec_fingerprint(spec)):
                 if study is not None:
                     _log.warning("experiment %r changed its search; starting a new study", spec.name)
@@ -87,7 +106,7 @@ class StudyRegistry:
                 )
             slot.spec = spec
             study.sync(trials)
-            return study.suggest(count, total)
+            return Suggested(study.suggest(count, total), spec.incarnation)
 
     def study(self, experiment: str) -> ExperimentStudy | None:
         """The experiment's study, every trial written to its Optuna study (``materialise``)."""

@@ -47,6 +47,7 @@ _log = logging.getLogger(__name__)
 NAME_ATTR = "katib_trial_name"
 INDEX_ATTR = "katib_progress_index"
 SPEC_ATTR = "katib_progress_spec"
+INCARNATION_ATTR = "katib_progress_incarnation"
 _NAME_HORIZON_SLACK = 1024
 
 _STATES = {
@@ -121,7 +122,8 @@ class ExperimentStudy:
         spec = checked.spec
         self.fingerprint = spec_fingerprint(spec)
         self._curves = curve_source
-        self._names = NameIndex(spec.name, checked.seed)
+        self.incarnation = spec.incarnation
+        self._names = NameIndex(spec.name, checked.seed, spec.incarnation)
         self._distributions = checked.space.distributions()
         self._samplers = AskSamplers(spec.algorithm, checked.settings, checked.seed, self._distributions)
         direction = (
@@ -139,6 +141,7 @@ class ExperimentStudy:
             sampler=optuna.samplers.RandomSampler(seed=checked.seed),
         )
         self._study.set_user_attr(SPEC_ATTR, self.fingerprint)
+        self._study.set_user_attr(INCARNATION_ATTR, self.incarnation)
         self._number: dict[str, int] = {}  # trial name -> study trial number
         self._open: dict[str, optuna.Trial | _Recorded] = {}  # names of RUNNING trials -> their handle
         self._unusable: set[str] = set()
@@ -209,6 +212,10 @@ class ExperimentStudy:
             return
         if old.user_attrs.get(SPEC_ATTR) != self.fingerprint:
             _log.warning("stored study %r belongs to a different experiment spec; replacing it", name)
+            optuna.delete_study(study_name=name, storage=storage)
+        elif old.user_attrs.get(INCARNATION_ATTR, "") != self.incarnation:
+            # the Experiment was deleted and created again under the same name (see _names)
+            _log.info("stored study %r belongs to an earlier Experiment of that name; replacing it", name)
             optuna.delete_study(study_name=name, storage=storage)
 
     def _load(self) -> None:

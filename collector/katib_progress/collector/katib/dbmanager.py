@@ -153,6 +153,8 @@ class DBManagerSink:
         self._ready: OrderedDict[str, None] = OrderedDict()  # trials with rows, idle, not delayed
         self._delays: list[tuple[float, str]] = []  # heap of (retry time, trial)
         self._buffered = 0
+        # deleted trials whose last write attempt may still commit: the monotonic time it can no longer
+        self._unsettled: dict[str, float] = {}
         self._rng = random.Random()
         self.idempotent = False  # learned from the server's trailing metadata
         self._closing = threading.Event()
@@ -246,6 +248,51 @@ class DBManagerSink:
             for log in reply.observation_log.metric_logs
         ]
 
+    def delete(self, trial: str) -> None:
+        """Delete the trial's log after the last row this sink could still write for it (see
+        ``ObservationSink``): queued groups are dropped, an RPC in flight is waited for, and an attempt
+        whose outcome is unknown may still commit until ``lock_wait_s`` after it began, so the delete
+        waits for that too (``TemporaryError`` carrying the wait; the caller retries)."""
+        if not trial:
+            raise PermanentError("trial: must not be empty")
+        with self._cond:
+            state = self._trials.get(trial)
+            if state is not None:
+                if not self._emptied.wait_for(
+                    lambda: not state.busy, timeout=self.settings.rpc_timeout_s + 1
+                ):
+                    raise TemporaryError(f"a write of trial {trial} is still in flight")
+                dropped = sum(len(group) for group in state.fifo)
+                self._buffered -= dropped
+                self._ready.pop(trial, None)
+                del self._trials[trial]
+                if dropped:
+                    self.counters.inc(DROPPED, dropped, reason="trial_deleted")
+                if self._buffered == 0:
+                    self._emptied.notify_all()
+                if state.ambiguous_at is not None and not self.idempotent:
+                    self._unsettled[trial] = state.ambiguous_at + self.settings.lock_wait_s
+            until = self._unsettled.get(trial)
+        if until is not None:
+            wait = until - time.monotonic()
+            if wait > 0:
+                raise TemporaryError(
+                    f"an earlier write of trial {trial} may still commit for {wait:.1f}s", delay=wait
+                )
+        try:
+            _, call = self._stub.DeleteObservationLog.with_call(
+                pb.DeleteObservationLogRequest(trial_name=trial), timeout=self.settings.rpc_timeout_s
+            )
+        except grpc.RpcError as exc:
+            code = exc.code()
+            message = f"DeleteObservationLog({trial}): {code.name}: {exc.details()}"
+            if code in RETRYABLE:
+                raise TemporaryError(message) from None
+            raise PermanentError(message) from None
+        self._learn(call)
+        with self._cond:
+            self._unsettled.pop(trial, None)
+
     def _learn(self, call: Any) -> None:
         if not self.idempotent:
             self.idempotent = any(key == IDEMPOTENT_KEY for key, _ in call.trailing_metadata() or ())
@@ -317,12 +364,12 @@ class DBManagerSink:
             outcome = self._attempt(batch)
             with self._cond:
                 self._settle(batch.trial, outcome)
-                # This sender serves the ready queue (and the retry heap) next itself: wake nobody
-                # else, except flush() once everything is delivered and idle senders when closing.
-                if self._buffered == 0:
-                    self._emptied.notify_all()
-                    if self._closing.is_set():
-                        self._cond.notify_all()
+                # This sender serves the ready queue (and the retry heap) next itself: wake no other
+                # sender, except idle ones when closing; ``_emptied`` wakes flush() and delete(), which
+                # wait on a trial's in-flight RPC (rarely anyone).
+                self._emptied.notify_all()
+                if self._buffered == 0 and self._closing.is_set():
+                    self._cond.notify_all()
 
     def _settle(self, trial: str, outcome: float | None) -> None:
         """Record an attempt's outcome (lock held): None = done (delivered or dropped), else retry at."""

@@ -40,6 +40,15 @@ class JobEvent:
     obj: Mapping[str, Any]
 
     @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.obj.get("metadata") or {}
+
+    @property
+    def deleting(self) -> bool:
+        """The TrainJob has a deletionTimestamp: it waits for finalizers, ours among them."""
+        return bool(self.meta.get("deletionTimestamp"))
+
+    @property
     def trainer_status(self) -> Mapping[str, Any] | None:
         status = self.obj.get("status") or {}
         value = status.get("trainerStatus")
@@ -50,9 +59,19 @@ Handler = Callable[[JobEvent], None]
 
 
 def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What the collector reads of a TrainJob: identity, annotations, status (no spec, no managedFields)."""
+    """What the collector reads of a TrainJob: identity, finalizers, annotations, status (no spec, no
+    managedFields)."""
     meta = obj.get("metadata") or {}
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "annotations")
+    keep = (
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "finalizers",
+        "annotations",
+    )
     return {"metadata": {k: meta[k] for k in keep if k in meta}, "status": obj.get("status") or {}}
 
 

@@ -32,6 +32,7 @@ from katib_progress.collector.counters import Counters, CounterSpec
 from katib_progress.collector.kube._client import classify
 from katib_progress.collector.kube._model import Handler, JobEvent, Known, WatchSettings, slim
 from katib_progress.collector.kube._owners import TrialRef, TrialResolver, trial_owner
+from katib_progress.collector.kube.finalizer import holds
 from katib_progress.core.errors import PermanentError, TemporaryError
 from katib_progress.core.timefmt import parse_rfc3339
 
@@ -300,6 +301,10 @@ class _Scope:
         else:
             trial = owner.trials.resolve(namespace, *trial_ref)
             created = _created(obj)
+        if trial is None and meta.get("deletionTimestamp") and holds(meta):
+            # Being deleted and held by our finalizer, its Trial already gone (e.g. while no collector
+            # ran): delivered all the same, so that the collector lets it go (controller.py).
+            trial = TrialRef(trial_ref[0], trial_ref[1], "")
         if trial is None:
             owner.counters.inc(IGNORED, reason="trial_unresolved")
             return

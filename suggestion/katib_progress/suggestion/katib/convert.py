@@ -17,6 +17,7 @@ from katib_progress.suggestion._domain import (
     Suggestion,
     TrialState,
 )
+from katib_progress.suggestion._names import INCARNATION_SETTING
 from katib_progress.suggestion._settings import canonical_algorithm
 
 # The generated module has no type stubs: treat its messages as Any.
@@ -62,16 +63,18 @@ def experiment_from_proto(experiment: Any) -> ExperimentSpec:
         )
         for p in spec.parameter_specs.parameters
     )
+    settings = tuple((s.name, s.value) for s in spec.algorithm.algorithm_settings)
     return ExperimentSpec(
         name=experiment.name,
         algorithm=canonical_algorithm(spec.algorithm.algorithm_name),
-        settings=tuple((s.name, s.value) for s in spec.algorithm.algorithm_settings),
+        settings=tuple(s for s in settings if s[0] != INCARNATION_SETTING),
         params=params,
         objective_metric=spec.objective.objective_metric_name,
         direction=_DIRECTIONS.get(spec.objective.type),
         max_trial_count=spec.max_trial_count,
         parallel_trial_count=spec.parallel_trial_count,
         early_stopping=spec.early_stopping.algorithm_name,
+        incarnation=next((v for k, v in settings if k == INCARNATION_SETTING), ""),
     )
 
 
@@ -113,10 +116,16 @@ class ProtoTrial:
         return self._observation
 
 
-def reply_to_proto(suggestions: Sequence[Suggestion]) -> Any:
+def reply_to_proto(suggestions: Sequence[Suggestion], incarnation: str = "") -> Any:
     """Built in place with ``add`` (a third of the time of building each message and copying it
-    into its parent, 7 us instead of 19 for 3 suggestions of 5 parameters)."""
+    into its parent, 7 us instead of 19 for 3 suggestions of 5 parameters).
+
+    ``incarnation`` goes back as an algorithm setting: Katib keeps the reply's settings in the
+    Suggestion's ``status.algorithmSettings`` and sends them in every later request
+    (suggestionclient.go ``updateAlgorithmSettings`` / ``appendAlgorithmSettingsFromSuggestion``)."""
     reply = pb.GetSuggestionsReply()
+    if incarnation:
+        reply.algorithm.algorithm_settings.add(name=INCARNATION_SETTING, value=incarnation)
     add_suggestion = reply.parameter_assignments.add
     for s in suggestions:
         add_assignment = add_suggestion(trial_name=s.trial_name).assignments.add

@@ -58,13 +58,16 @@ class SuggestionServicer(katib_api_pb2_grpc.SuggestionServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"current_request_number={count}: must be >= 0")
         trials = [ProtoTrial(t) for t in request.trials]
         try:
-            suggestions = self._registry.suggest(spec, trials, count, request.total_request_number)
+            suggested = self._registry.suggest(spec, trials, count, request.total_request_number)
         except InvalidExperimentError as exc:
             _log.info("GetSuggestions for %r rejected: %s", spec.name, exc)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         # DEBUG: an INFO line per call was a tenth of a 10-trial `random` call's handler time in the
         # serving process (py-spy); the registry logs each study it starts at INFO
         _log.debug(
-            "experiment %s: %d trials reported, %d suggested", spec.name, len(trials), len(suggestions)
+            "experiment %s: %d trials reported, %d suggested",
+            spec.name,
+            len(trials),
+            len(suggested.suggestions),
         )
-        return reply_to_proto(suggestions)
+        return reply_to_proto(suggested.suggestions, suggested.incarnation)
