@@ -32,7 +32,7 @@ e2e-deps:
 	scripts/e2e_build.sh >/dev/null
 
 e2e: $(STAMP) e2e-deps
-	$(BIN)/pytest -q -m e2e --durations=30 tests/e2e
+	$(BIN)/pytest -q -m e2e --durations=30 tests/e2e tests/node
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

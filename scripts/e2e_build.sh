@@ -14,6 +14,9 @@
 #                    to the published v0.<minor>.<patch> of the same release; generated from that go.mod
 #   kube-controller-manager  the same way (the tier runs its garbage collector and namespace controller)
 #   katib            katib-controller, katib-db-manager, goptuna suggestion (plain `go install`, no replaces)
+#   node             the real node (tests/node): kubelet, kube-scheduler, kube-proxy and kubectl the same
+#                    way as kube-apiserver (with the release's version in their ldflags), CoreDNS
+#                    (plain `go install`)
 #   ghz              (target `ghz` only) the gRPC load generator of benchmarks/bench_sink.py
 #   trainer          Kubeflow Trainer's trainer-controller-manager (plain `go install`); its CRDs and the
 #                    torch-distributed runtime are read from the trainer module, JobSet's CRD from
@@ -25,6 +28,7 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 KATIB_VERSION=${KATIB_VERSION:-v0.19.0}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
 GHZ_VERSION=${GHZ_VERSION:-v0.93.0}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}  # its go.mod requires client-go v0.34, as K8S_VERSION
 CACHE=${KP_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/katib-progress-e2e}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 export CGO_ENABLED=0
@@ -49,7 +53,7 @@ require ${require/@/ }
 $replaces
 GOMOD
   printf '%s\n' "$main_go" >"$dir/main.go"
-  (cd "$dir" && go mod tidy >&2 && go build -trimpath -ldflags=-s -o "$out.tmp" . >&2)
+  (cd "$dir" && go mod tidy >&2 && go build -trimpath -ldflags="${LDFLAGS:--s}" -o "$out.tmp" . >&2)
   rm -rf "$dir"
   mv "$out.tmp" "$out"
 }
@@ -109,6 +113,55 @@ import (
 func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }' "$replaces"
 }
 
+# The real node (kubelet, kube-scheduler, kube-proxy): the same wrapper module, with the release's
+# version stamped in (without it every binary reports v0.0.0-master and the kubelet registers as such)
+k8s_ldflags() {
+  local v=$K8S_VERSION minor; minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local p=k8s.io/component-base/version
+  echo "-s -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+}
+
+build_k8s_component() {
+  local name=$1 import=$2 constructor=$3 extra=${4:-}
+  [[ -x "$CACHE/$name-$K8S_VERSION/$name" ]] && return 0
+  local replaces; replaces=$(staging_replaces)
+  LDFLAGS=$(k8s_ldflags) build_wrapper "$name" "$K8S_VERSION" "k8s.io/kubernetes@$K8S_VERSION" "package main
+
+import (
+	$extra\"os\"
+
+	\"k8s.io/component-base/cli\"
+	\"$import\"
+)
+
+func main() { os.Exit(cli.Run($constructor)) }" "$replaces"
+}
+
+build_node() {
+  build_k8s_component kubelet k8s.io/kubernetes/cmd/kubelet/app "app.NewKubeletCommand(context.Background())" \
+    '"context"
+	'
+
+  build_k8s_component kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler/app "app.NewSchedulerCommand()"
+  build_k8s_component kube-proxy k8s.io/kubernetes/cmd/kube-proxy/app "app.NewProxyCommand()"
+  # kubectl of the same release (the tier runs `kubectl apply -k` as docs/deploy.md says; a
+  # machine's own kubectl may be outside the version-skew policy)
+  build_k8s_component kubectl k8s.io/kubectl/pkg/cmd "cmd.NewDefaultKubectlCommand()"
+  build_coredns
+}
+
+# CoreDNS, the cluster DNS of the real node (plain `go install`: its go.mod has no replace)
+build_coredns() {
+  local dir="$CACHE/coredns-$COREDNS_VERSION"
+  [[ -x $dir/coredns ]] && return 0
+  log "building coredns $COREDNS_VERSION (first run only)"
+  mkdir -p "$dir"
+  local tmp; tmp=$(mktemp -d)
+  GOBIN=$tmp go install -trimpath -ldflags=-s "github.com/coredns/coredns@$COREDNS_VERSION" >&2
+  mv "$tmp/coredns" "$dir/coredns"
+  rm -rf "$tmp"
+}
+
 build_katib() {
   local dir="$CACHE/katib-$KATIB_VERSION"
   [[ -x $dir/katib-db-manager && -x $dir/katib-controller && -x $dir/goptuna-suggestion ]] && return 0
@@ -164,9 +217,10 @@ main() {
     katib-source) katib_source; return ;;
     trainer) build_trainer ;;
     ghz) build_ghz ;;
+    node) build_node ;;
     trainer-source) trainer_source; return ;;
     jobset-source) jobset_source; return ;;
-    all) build_etcd; build_apiserver; build_controller_manager; build_katib; build_trainer ;;
+    all) build_etcd; build_apiserver; build_controller_manager; build_katib; build_trainer; build_node ;;
     *) log "unknown target $1"; return 2 ;;
   esac
   echo "$CACHE"

@@ -32,12 +32,12 @@ class Pki:
         return self.dir / f"{name}.key"
 
     @classmethod
-    def create(cls, directory: Path) -> Pki:
+    def create(cls, directory: Path, *, apiserver_sans: str = "IP:127.0.0.1,DNS:localhost") -> Pki:
         directory.mkdir(parents=True, exist_ok=True)
         pki = cls(directory)
         _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=e2e-ca",
                  "-keyout", "ca.key", "-out", "ca.crt", cwd=directory)  # fmt: skip
-        pki.issue("apiserver", "/CN=kube-apiserver", "IP:127.0.0.1,DNS:localhost")
+        pki.issue("apiserver", "/CN=kube-apiserver", apiserver_sans)
         pki.issue("admin", "/O=system:masters/CN=e2e-admin", None)
         pki.issue("webhook", "/CN=katib-controller", "IP:127.0.0.1,DNS:localhost")
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=directory)

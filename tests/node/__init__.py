@@ -1,0 +1,1 @@
+"""The real-node tier: a real single-node cluster (kubelet, containerd, runc, CNI, kube-proxy)."""
