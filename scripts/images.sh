@@ -158,13 +158,13 @@ build_one() {
 }
 
 sizes() {
-  printf '%-15s %-55s %8s\n' image reference MB
+  printf '%-20s %-60s %8s\n' image reference MB
   local name bytes
   for name in "$@"; do
     if bytes=$("$ENGINE" image inspect --format '{{.Size}}' "$(ref "$name")" 2>/dev/null); then
-      printf '%-15s %-55s %8d\n' "$name" "$(ref "$name")" $(((bytes + 500000) / 1000000))
+      printf '%-20s %-60s %8d\n' "$name" "$(ref "$name")" $(((bytes + 500000) / 1000000))
     else
-      printf '%-15s %-55s %8s\n' "$name" "$(ref "$name")" missing
+      printf '%-20s %-60s %8s\n' "$name" "$(ref "$name")" missing
     fi
   done
 }
