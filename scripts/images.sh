@@ -153,7 +153,10 @@ build_one() {
   fi
   local started=$SECONDS
   log "building $(ref "$name") from $dockerfile"
-  nice "$ENGINE" "${args[@]}" "$context"
+  if ! nice "$ENGINE" "${args[@]}" "$context"; then
+    [[ $IMAGES_BASE == public ]] && log "if the base image could not be pulled (no registry reachable), IMAGES_BASE=local builds on a local Debian base"
+    die "building $(ref "$name") failed"
+  fi
   log "built $(ref "$name") in $((SECONDS - started)) s"
 }
 
