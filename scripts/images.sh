@@ -119,13 +119,14 @@ local_base() {
     log "making the local Debian bookworm base with mmdebstrap"
     # minbase + python3, python3-venv (venv and ensurepip's wheels), ca-certificates; merged /usr
     # through the hook (not the usrmerge package, which pulls in perl); no docs, man pages, locales.
-    nice mmdebstrap --quiet --variant=minbase \
+    nice mmdebstrap --quiet --variant=minbase --format=tar \
       --include=python3,python3-venv,ca-certificates \
       --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
       --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
       --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
       --aptopt='Acquire::Check-Valid-Until "false"' \
-      bookworm "$tar.tmp" "$DEBIAN_MIRROR" || { rm -f "$tar.tmp"; die "mmdebstrap failed"; }
+      bookworm "$tar.tmp" "$DEBIAN_MIRROR" >"$IMAGES_CACHE/mmdebstrap.log" 2>&1 ||
+      { tail -20 "$IMAGES_CACHE/mmdebstrap.log" >&2; rm -rf "$tar.tmp"; die "mmdebstrap failed"; }
     mv "$tar.tmp" "$tar"
   fi
   local quiet=()
