@@ -38,6 +38,7 @@ from tests.test_manifests import _raw_base
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("collector", "suggestion", "earlystopping")
 CACHE = Path(os.environ.get("IMAGES_CACHE", Path.home() / ".cache" / "katib-progress-images"))
+LOCAL_BASE = os.environ.get("LOCAL_BASE_IMAGE", "localhost/katib-progress-base:bookworm")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,17 @@ def test_help_answers_and_the_user_is_not_root(podman: Callable[..., Any], name:
     assert helped.stdout.startswith("usage: katib-progress")
     uid = podman("run", "--rm", "--network=none", "--entrypoint", "id", default_ref(name), "-u").stdout
     assert uid.strip() == "65532"
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_the_hosts_ca_bundle_stays_out_of_the_image(podman: Callable[..., Any], name: str) -> None:
+    # the build mounts the host's bundle over the build container's for pip; the image keeps the base's
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    base = podman("run", "--rm", "--network=none", LOCAL_BASE, "sha256sum", bundle).stdout
+    image = podman(
+        "run", "--rm", "--network=none", "--entrypoint", "sha256sum", default_ref(name), bundle
+    ).stdout
+    assert image == base
 
 
 @pytest.mark.parametrize(("name", "port"), [("suggestion", 6789), ("earlystopping", 6788)])
