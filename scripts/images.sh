@@ -25,9 +25,9 @@
 #   IMAGES_CACHE       cache folder, outside the repository (default ~/.cache/katib-progress-images)
 #
 # podman runs with a containers.conf this script writes into IMAGES_CACHE and names through
-# CONTAINERS_CONF (nothing under /etc is changed): runc (crun refuses hybrid cgroup hierarchies),
-# the cgroupfs manager, and default ulimits at the hard limits (a VM without CAP_SYS_RESOURCE cannot
-# raise them, and podman's defaults are above them). Builds use the host network, and the host's CA
+# CONTAINERS_CONF (nothing under /etc is changed): default ulimits at the hard limits (a VM without
+# CAP_SYS_RESOURCE cannot raise them, and podman's defaults are above them) and, where the cgroup
+# hierarchy is v1 or hybrid, runc (crun refuses hybrid hierarchies) with the cgroupfs manager. Builds use the host network, and the host's CA
 # bundle is mounted read-only over the build container's for pip's downloads (where outbound TLS is
 # re-signed); a mount is not part of any layer, so the bundle does not end up in an image.
 set -euo pipefail
@@ -70,7 +70,7 @@ pick_engine() {
       local need=()
       command -v podman >/dev/null 2>&1 || need+=(podman)
       command -v buildah >/dev/null 2>&1 || need+=(buildah)
-      command -v runc >/dev/null 2>&1 || need+=(runc)
+      cgroup_v2 || command -v runc >/dev/null 2>&1 || need+=(runc)
       [[ -d /usr/lib/cni ]] || need+=(containernetworking-plugins)
       command -v newuidmap >/dev/null 2>&1 || need+=(uidmap)
       command -v fuse-overlayfs >/dev/null 2>&1 || need+=(fuse-overlayfs)
@@ -82,14 +82,20 @@ pick_engine() {
   esac
 }
 
+cgroup_v2() {
+  [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]
+}
+
 podman_conf() {
   mkdir -p "$IMAGES_CACHE"
   local nofile nproc conf=$IMAGES_CACHE/containers.conf
   nofile=$(ulimit -Hn)
   nproc=$(ulimit -Hu)
-  # podman 4.3's own process runs with nproc 32768 (measured), and runc may not raise a limit past
-  # its parent's: a higher default is refused ("error setting rlimit type 6").
-  [[ $nproc == unlimited || $nproc -gt 32768 ]] && nproc=32768
+  # podman (containers/common) lowers its own nproc to kernel.pid_max, and runc may not raise a limit
+  # past its parent's: a higher default is refused ("error setting rlimit type 6").
+  local pid_max
+  pid_max=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 32768)
+  [[ $nproc == unlimited || $nproc -gt $pid_max ]] && nproc=$pid_max
   {
     echo "# Written by scripts/images.sh (katib-progress); used through CONTAINERS_CONF."
     echo "[containers]"
@@ -98,9 +104,11 @@ podman_conf() {
     [[ $nproc == unlimited ]] || limits+=("\"nproc=$nproc:$nproc\"")
     echo "default_ulimits = [$(IFS=,; echo "${limits[*]}")]"
     echo "[engine]"
-    echo 'runtime = "runc"'
-    echo 'cgroup_manager = "cgroupfs"'
     echo 'events_logger = "file"'
+    if ! cgroup_v2; then
+      echo 'runtime = "runc"'
+      echo 'cgroup_manager = "cgroupfs"'
+    fi
   } >"$conf.tmp"
   mv "$conf.tmp" "$conf"
   export CONTAINERS_CONF=$conf
