@@ -3,19 +3,21 @@
 #   make test    - set up .venv and run the test suite (what CI runs)
 #   make e2e     - the end-to-end tier: real etcd, kube-apiserver and Katib (built from Go modules,
 #                  cached outside the repo by scripts/e2e_build.sh), MariaDB from Debian
+#   make images  - build the container images with podman (or docker) and print their sizes
+#                  (scripts/images.sh; IMAGE_REGISTRY, IMAGE_TAG, IMAGES, IMAGES_BASE=local)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: sweep test test-slow e2e e2e-deps lint bench-ingest venv
+.PHONY: sweep test test-slow e2e e2e-deps lint bench-ingest venv images
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,gp]"
+	$(BIN)/pip install -q -e ".[all,dev,gp]"
 	touch $(STAMP)
 
 sweep: $(STAMP)
@@ -33,6 +35,11 @@ e2e-deps:
 
 e2e: $(STAMP) e2e-deps
 	$(BIN)/pytest -q -m e2e --durations=30 tests/e2e tests/node
+
+# Make variables of these names reach the script through the environment (make exports command-line
+# variables); the defaults live in scripts/images.sh.
+images:
+	scripts/images.sh
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from katib_progress import bench_cli, earlystopping_cli, katib_config
+from katib_progress import bench_cli, earlystopping_cli, extras, katib_config
 from katib_progress.collector import cli as collector_cli
 from katib_progress.core import logs
 from katib_progress.core.pruning import Pruner, PruningBackend, PruningSpec, RemotePruner
@@ -84,7 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    result = func(args)
+    needs = extras.needed(args)
+    problem = extras.problem(needs)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
+    try:
+        result = func(args)
+    except ModuleNotFoundError as exc:
+        message = extras.missing_module_message(exc, needs)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

@@ -48,6 +48,27 @@ class TrialState(enum.Enum):
         return self is not TrialState.RUNNING
 
 
+_STATE_NAMES = {
+    "complete": TrialState.COMPLETE,
+    "completed": TrialState.COMPLETE,
+    "succeeded": TrialState.COMPLETE,
+    "pruned": TrialState.PRUNED,
+    "early_stopped": TrialState.PRUNED,
+    "earlystopped": TrialState.PRUNED,
+    "failed": TrialState.FAILED,
+    "killed": TrialState.FAILED,
+}
+
+
+def parse_state(state: TrialState | str) -> TrialState:
+    if isinstance(state, TrialState):
+        return state
+    try:
+        return _STATE_NAMES[state.strip().lower()]
+    except KeyError:
+        raise ValueError(f"trial state {state!r} is not one of {', '.join(sorted(_STATE_NAMES))}") from None
+
+
 @dataclass(slots=True)
 class TrialHistory:
     """Mutable state the engine keeps for one trial; policies only read it.

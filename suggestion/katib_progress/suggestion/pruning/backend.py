@@ -7,10 +7,14 @@ without importing this package itself.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from katib_progress.core.pruning import PruningSpec
 from katib_progress.suggestion.pruning.client import PruningClient
 from katib_progress.suggestion.pruning.config import PruningConfig
-from katib_progress.suggestion.pruning.engine import PruningEngine
+
+if TYPE_CHECKING:
+    from katib_progress.suggestion.pruning.engine import PruningEngine
 
 
 class SuggestionPruningBackend:
@@ -20,6 +24,11 @@ class SuggestionPruningBackend:
         PruningConfig.from_spec(spec)
 
     def engine(self, spec: PruningSpec) -> PruningEngine:
+        # Optuna, numpy and scipy load here, not with the module: the collector validates specs and
+        # connects through this backend without them (its image has none); only its opt-in
+        # --watchdog builds engines, and the CLI asks for the `suggestion` extra then.
+        from katib_progress.suggestion.pruning.engine import PruningEngine
+
         return PruningEngine(PruningConfig.from_spec(spec))
 
     def connect(self, address: str, timeout: float) -> PruningClient:

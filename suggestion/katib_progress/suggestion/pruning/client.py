@@ -10,9 +10,8 @@ from katib_progress.core.errors import PermanentError, TemporaryError
 from katib_progress.core.pruning import PruningSpec
 from katib_progress.core.types import Decision, ProgressPoint
 from katib_progress.suggestion.pruning import _convert
-from katib_progress.suggestion.pruning._history import TrialState
+from katib_progress.suggestion.pruning._history import TrialState, parse_state
 from katib_progress.suggestion.pruning.config import PruningConfig
-from katib_progress.suggestion.pruning.engine import parse_state
 from katib_progress.suggestion.pruning.proto import pruning_pb2 as pb
 from katib_progress.suggestion.pruning.proto import pruning_pb2_grpc as pb_grpc
 

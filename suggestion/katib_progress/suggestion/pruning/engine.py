@@ -13,31 +13,17 @@ from dataclasses import dataclass, field
 
 from katib_progress.core.types import Decision, ProgressPoint, Verdict
 from katib_progress.suggestion.pruning._build import build_policy
-from katib_progress.suggestion.pruning._history import Direction, ExperimentState, TrialHistory, TrialState
+from katib_progress.suggestion.pruning._history import (
+    Direction,
+    ExperimentState,
+    TrialHistory,
+    TrialState,
+    parse_state,
+)
 from katib_progress.suggestion.pruning.config import PruningConfig
 from katib_progress.suggestion.pruning.policies.base import Policy, PolicyContext
 
 _log = logging.getLogger(__name__)
-
-_STATE_NAMES = {
-    "complete": TrialState.COMPLETE,
-    "completed": TrialState.COMPLETE,
-    "succeeded": TrialState.COMPLETE,
-    "pruned": TrialState.PRUNED,
-    "early_stopped": TrialState.PRUNED,
-    "earlystopped": TrialState.PRUNED,
-    "failed": TrialState.FAILED,
-    "killed": TrialState.FAILED,
-}
-
-
-def parse_state(state: TrialState | str) -> TrialState:
-    if isinstance(state, TrialState):
-        return state
-    try:
-        return _STATE_NAMES[state.strip().lower()]
-    except KeyError:
-        raise ValueError(f"trial state {state!r} is not one of {', '.join(sorted(_STATE_NAMES))}") from None
 
 
 @dataclass(slots=True)
