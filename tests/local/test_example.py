@@ -54,7 +54,15 @@ def test_smoke_sweep_with_the_real_command(tmp_path: Path) -> None:
     assert all(t.progress is not None for t in summary.trials)
     assert (work / "sweep.log").exists() and (work / "observations.sqlite").exists()
     report = subprocess.run(
-        [str(CLI), "report", str(work), "-o", str(tmp_path / "report.html"), "--importance", "none"],
+        [
+            str(CLI),
+            "report",
+            str(work),
+            "--output-file",
+            str(tmp_path / "report.html"),
+            "--importance",
+            "none",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
