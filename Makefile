@@ -47,10 +47,10 @@ test: $(STAMP) actionlint
 # Built into a temporary directory, so a check leaves nothing behind.
 docs-check: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	  $(BIN)/mkdocs build --strict --quiet --site-dir "$$tmp/site"
+	  NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$tmp/site"
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 actionlint: $(ACTIONLINT)
 

@@ -40,7 +40,7 @@ from kubeflow_trainer_api import models as trainer_api
 _log = logging.getLogger("sdk-example")
 
 #: Katib succeeds a trial only when the TrainJob is Complete AND the katib-progress collector has
-#: written its final metrics (docs/deploy.md, "successCondition").
+#: written its final metrics (docs/experiments.md, "successCondition").
 SUCCESS_CONDITION = (
     r'..#(metadata.annotations.katib-progress\.kubeflow\.org/final-metrics=="written")#'
     r'|0.status.conditions.#(type=="Complete")#|#(status=="True")#'
