@@ -20,7 +20,7 @@ CLI = Path(sys.executable).parent / "katib-progress"
 
 
 def _shortened(tmp_path: Path) -> Path:
-    """The bundled example with 4 trials, 2 at a time, each paced to about 6 s instead of 30 s."""
+    """The bundled example with 4 trials, 2 at a time, each paced to about 6 s instead of 20 s."""
     shutil.copy(EXAMPLE.parent / "train.py", tmp_path / "train.py")
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["spec"].update(maxTrialCount=4, parallelTrialCount=2)
