@@ -9,8 +9,6 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Two stamps: the sweep's install (`.[sweep]`: no torch, transformers, mypy, ruff) and the full one.
-# --no-compile: Python compiles what a run imports on first use instead of every module of every
-# package at install (half of the install's CPU time on 2 cores).
 SWEEP_STAMP := $(VENV)/.installed-sweep
 STAMP       := $(VENV)/.installed
 # Tools that are not Python packages, cached outside the repository.
@@ -26,7 +24,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(SWEEP_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --disable-pip-version-check --no-compile -e ".[sweep]"
+	$(BIN)/pip install -q --disable-pip-version-check -e ".[sweep]"
 	touch $(SWEEP_STAMP)
 
 $(STAMP): pyproject.toml | $(BIN)/python
