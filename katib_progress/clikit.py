@@ -69,6 +69,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
+def format_or_old_file(
+    output: str | None, output_file: str | None, formats: Sequence[str], flag: str
+) -> tuple[str | None, str | None]:
+    """(format, file) from ``-o/--output`` and ``--output-file``. ``flag`` named the output file
+    before ``-o`` named the format: a value that is no format is still taken as the file, with a
+    deprecation line; with ``--output-file`` given too it is an unknown format (``ValueError``)."""
+    if output is None or output in formats:
+        return output, output_file
+    if output_file is not None:
+        known = ", ".join(formats)
+        raise ValueError(f"-o {output!r}: unknown format ({known}); the file is --output-file")
+    deprecated(f"{flag} FILE ({output})", "--output-file FILE (-o is now the format)")
+    return None, output
+
+
 def add_global_flags(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """``--log-level`` and ``--log-json``: on the top parser with their defaults; on a subcommand
     without defaults (``SUPPRESS``), so they override the top's only when given after the subcommand."""

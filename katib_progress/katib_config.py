@@ -402,14 +402,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def output_target(output: str | None, output_file: str | None) -> tuple[str, str]:
-    """(format, file; ``-`` = stdout) from ``-o`` and ``--output-file``. ``--output`` named the file
-    before it named the format: a value that is no format is still taken as the file, with a
-    deprecation line."""
-    if output is not None and output not in OUTPUT_FORMATS:
-        if output_file is not None:
-            raise ValueError(f"-o {output!r}: unknown format (yaml or json); the file is --output-file")
-        clikit.deprecated(f"--output FILE ({output})", "--output-file FILE (-o is now the format)")
-        output, output_file = None, output
+    """(format, file; ``-`` = stdout) from ``-o`` and ``--output-file`` (clikit.format_or_old_file)."""
+    output, output_file = clikit.format_or_old_file(output, output_file, OUTPUT_FORMATS, "--output")
     return output or "yaml", output_file or "-"
 
 

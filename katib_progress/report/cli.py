@@ -160,15 +160,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def report_target(output: str | None, output_file: str | None) -> tuple[str, str | None]:
-    """(format, file) from ``-o`` and ``--output-file``. ``-o`` named the file before it named the
-    format: a value that is no format is still taken as the file, with a deprecation line."""
-    if output is not None and output not in REPORT_FORMATS:
-        if output_file is not None:
-            raise KatibProgressError(
-                f"-o {output!r}: unknown format (html, md, csv or json); the file is --output-file"
-            )
-        clikit.deprecated(f"-o FILE ({output})", "--output-file FILE (-o is now the format)")
-        output, output_file = None, output
+    """(format, file) from ``-o`` and ``--output-file`` (clikit.format_or_old_file); without a format,
+    the file's suffix, else html."""
+    output, output_file = clikit.format_or_old_file(output, output_file, REPORT_FORMATS, "-o")
     if output is None:
         suffix = Path(output_file).suffix.lower().lstrip(".") if output_file else ""
         output = _SUFFIX_FORMATS.get(suffix, "html")
