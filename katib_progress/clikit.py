@@ -2,7 +2,8 @@
 
 - Global flags (``--log-level``, ``--log-json``) are accepted before or after the subcommand.
 - Old spellings keep working, hidden from ``--help``, with one deprecation line on stderr.
-- A user error is one line on stderr and a non-zero exit, never a traceback (``USER_ERRORS``).
+- A user error is one line on stderr and a non-zero exit, never a traceback
+  (``user_errors()``, caught by ``katib_progress.cli.main``; ``--log-level DEBUG`` logs the traceback).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def deprecated(old: str, new: str) -> None:
 
 
 class DeprecatedFlag(argparse.Action):
-    """A hidden old spelling of a flag: stores into the new flag's ``dest`` and warns once."""
+    """A hidden old spelling of a flag: stores into the new flag's ``dest`` and prints a deprecation line."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
         kwargs.setdefault("help", argparse.SUPPRESS)
