@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from katib_progress import clikit
 from katib_progress.core.errors import ConfigError, KatibProgressError
 
 if TYPE_CHECKING:
@@ -67,7 +68,14 @@ def register(subparsers: Any) -> None:
         default=REGRET_TARGET,
         help=f"mean regret a reference stock policy must reach (default {REGRET_TARGET:g})",
     )
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="output format: table (default) or json",
+    )
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     p.add_argument(
         "--cv",
         action="store_true",
@@ -124,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         banks = [load_bank(path) for path in args.banks]
         settings = _settings(args)
     except (KatibProgressError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        clikit.say("error", clikit.one_line(exc))
         return 2
     total = len(banks) * replays_per_bank(settings)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -139,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
 
                 results.append(run_bench(bank, settings, on_replay=advance))
         except KatibProgressError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            clikit.say("error", clikit.one_line(exc))
             return 2 if isinstance(exc, ConfigError) else 1
     if args.cv:
         from katib_progress.bench._cv import TRAIN_MARGIN, cross_validate, cv_markdown
@@ -153,12 +161,12 @@ def _run(args: argparse.Namespace) -> int:
             workers=settings.workers,
             margin=TRAIN_MARGIN if args.cv_margin is None else args.cv_margin,
         )
-        if args.json:
+        if args.output == "json":
             sys.stdout.write(json.dumps(cv.as_dict(), indent=2) + "\n")
         else:
             sys.stdout.write(cv_markdown(cv) + "\n")
         return 0
-    if args.json:
+    if args.output == "json":
         sys.stdout.write(json.dumps(json_document(results, settings), indent=2) + "\n")
         return 0
     out = Console()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from katib_progress import bench_cli, earlystopping_cli, extras, katib_config
+from katib_progress import bench_cli, clikit, earlystopping_cli, extras, katib_config
 from katib_progress.collector import cli as collector_cli
 from katib_progress.core import logs
 from katib_progress.core.pruning import Pruner, PruningBackend, PruningSpec, RemotePruner
@@ -57,18 +57,20 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="katib-progress", description=__doc__.splitlines()[0])
+    parser = clikit.Parser(prog=clikit.PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"katib-progress {_version()}")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.add_argument("--log-json", action="store_true", help="structured JSON log lines on stderr")
+    clikit.add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     collector_cli.register(sub, pruning=_pruning_backend)  # collector run, db serve
     suggestion_cli.register(sub)  # suggestion serve
-    earlystopping_cli.register(sub)  # earlystopping serve
+    earlystopping_cli.register(sub)  # early-stopping serve
     local_cli.register(sub)  # sweep
     bench_cli.register(sub)  # bench pruning
     report_cli.register(sub)  # report, watch, status
     katib_config.register(sub)  # katib-config merge, remove
+    # the global flags after the subcommand too (`katib-progress sweep X --log-level DEBUG`)
+    for _name, child in clikit.subcommands(parser):
+        clikit.add_global_flags(child, top=False)
     return parser
 
 
@@ -79,7 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
     args = parser.parse_args(argv)
-    logs.configure(args.log_level, json_lines=args.log_json)
+    try:
+        logs.configure(args.log_level, json_lines=args.log_json)
+    except ValueError:
+        parser.error(f"--log-level: unknown level {args.log_level!r} (DEBUG, INFO, WARNING, ERROR)")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # the Kubernetes client's connection retries: what failed is said once, by the command
+        # (not on "urllib3": the client's Configuration resets that logger's level)
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
@@ -91,11 +100,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         result = func(args)
+    except KeyboardInterrupt:
+        return 130
     except ModuleNotFoundError as exc:
         message = extras.missing_module_message(exc, needs)
         if message is None:
             raise
         print(message, file=sys.stderr)
+        return 1
+    except clikit.user_errors() as exc:
+        # a user's mistake (a path, a YAML file, a value, an address): one line, no traceback
+        # (with --log-level DEBUG the traceback too)
+        _log.debug("%s failed", args.command, exc_info=True)
+        clikit.say("error", clikit.one_line(exc))
         return 1
     return int(result or 0)
 

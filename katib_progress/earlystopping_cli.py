@@ -1,4 +1,4 @@
-"""``katib-progress earlystopping serve``: the process of our early-stopping image.
+"""``katib-progress early-stopping serve``: the process of our early-stopping image.
 
 Katib adds the early-stopping container to the suggestion pod with only its image, pull policy and
 resources from katib-config: no command, args or env (suggestion/composer/composer.go
@@ -30,6 +30,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from katib_progress import clikit
+from katib_progress.core.listen import check_listen_address
+
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
@@ -39,7 +42,17 @@ SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("earlystopping", help="Katib EarlyStopping + live pruning service")
+    _register(subparsers, "early-stopping", deprecated=False)
+    # the old spelling (the early-stopping image's CMD used it): accepted, hidden from --help, warns
+    _register(subparsers, "earlystopping", deprecated=True)
+
+
+def _register(subparsers: argparse._SubParsersAction, name: str, *, deprecated: bool) -> None:
+    # a subcommand added without help= is left out of `katib-progress --help`
+    if deprecated:
+        parser = subparsers.add_parser(name)
+    else:
+        parser = subparsers.add_parser(name, help="Katib EarlyStopping + live pruning service")
     sub = parser.add_subparsers(dest="earlystopping_command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve Katib's EarlyStopping API and the Pruning API")
     serve.add_argument(
@@ -59,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Katib's DB manager, read to rebuild pruning after a restart "
         "(default: Katib's, katib-db-manager.kubeflow:6789 or its KATIB_DB_MANAGER_SERVICE_* env)",
     )
-    serve.set_defaults(func=serve_command)
+    func = clikit.deprecated_command(serve_command, f"`{name} serve`", "`early-stopping serve`")
+    serve.set_defaults(func=func if deprecated else serve_command)
 
 
 def pod_namespace(sa_file: Path = SA_NAMESPACE) -> str:
@@ -72,15 +86,10 @@ def pod_namespace(sa_file: Path = SA_NAMESPACE) -> str:
         pass
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
-    # Imported here: kubernetes' config module is only needed out of a cluster.
-    from kubernetes import config
+    # Imported here: the Kubernetes client is only needed out of a cluster (and costs start-up time).
+    from katib_progress.collector.kube import context_namespace
 
-    try:
-        _contexts, current = config.list_kube_config_contexts()
-        namespace = (current or {}).get("context", {}).get("namespace")
-        return str(namespace) if namespace else "default"
-    except (config.ConfigException, OSError):
-        return "default"
+    return context_namespace()
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -91,6 +100,9 @@ def serve_command(args: argparse.Namespace) -> int:
     from katib_progress.earlystopping_history import ClusterHistory, default_db_manager_address
     from katib_progress.suggestion.server import create_early_stopping_server
 
+    addresses = args.address or ["0.0.0.0:6788"]
+    for address in addresses:
+        check_listen_address(address)
     namespace = args.namespace or pod_namespace()
     api_clients: list[ApiClient] = []
     enforcers: list[Enforcer] = []
@@ -110,9 +122,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     db_manager = args.db_manager or default_db_manager_address()
     history = ClusterHistory(api_client, namespace, StoredRowsReader(db_manager))
-    server = create_early_stopping_server(
-        args.address or ["0.0.0.0:6788"], on_trial_stopped=on_trial_stopped, history=history
-    )
+    server = create_early_stopping_server(addresses, on_trial_stopped=on_trial_stopped, history=history)
     _log.info(
         "early stopping: Trials of namespace %s, pruning history from DB manager %s", namespace, db_manager
     )

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from katib_progress import clikit
 from katib_progress.core.names import ALGORITHM_PREFIX, EARLY_STOPPING_ALGORITHMS
 
 #: The search algorithms our suggestion image serves, registered as ``kp-<name>`` so Katib's stock
@@ -67,8 +69,12 @@ ALGORITHMS = (
 TRAINJOB_RESOURCE = "TrainJob.v1alpha1.trainer.kubeflow.org"
 #: pkg/apis/config/v1beta1/defaults.go ``DefaultTrialResources``: what Katib uses for an absent/empty list.
 KATIB_DEFAULT_TRIAL_RESOURCES = ("Job.v1.batch",)
-DEFAULT_SUGGESTION_IMAGE = "ghcr.io/katib-progress/suggestion:0.1.0"
-DEFAULT_EARLYSTOPPING_IMAGE = "ghcr.io/katib-progress/earlystopping:0.1.0"
+#: The images as ``make images`` names them (``katib-progress/<component>:<package version>``); a
+#: registry goes in front (``REGISTRY/katib-progress/suggestion:0.1.0``; releases:
+#: ``ghcr.io/<owner>/katib-progress/...``). tests/test_manifests.py keeps the tag at the package version.
+IMAGE_TAG = "0.1.0"
+DEFAULT_SUGGESTION_IMAGE = f"katib-progress/suggestion:{IMAGE_TAG}"
+DEFAULT_EARLYSTOPPING_IMAGE = f"katib-progress/earlystopping:{IMAGE_TAG}"
 CONFIGMAP_NAME = "katib-config"
 CONFIGMAP_KEY = "katib-config.yaml"
 #: pkg/controller.v1beta1/consts/const.go ``DefaultKatibNamespace`` (``$KATIB_CORE_NAMESPACE`` or this).
@@ -340,6 +346,9 @@ def remove_text(text: str) -> Result:
     return transform(text, remove_config)
 
 
+OUTPUT_FORMATS = ("yaml", "json")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "katib-config", help="merge (or remove) katib-progress's entries in Katib's katib-config"
@@ -353,29 +362,75 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     remove = sub.add_parser("remove", help="take our kp-* and katib-progress entries out again")
     for command in (merge, remove):
         command.add_argument(
+            "-f",
             "--input",
             default="-",
-            help="the live ConfigMap (kubectl get -o yaml) or a KatibConfig (- = stdin)",
+            metavar="FILE",
+            help="the live ConfigMap (kubectl get -o yaml) or a KatibConfig (default -, stdin)",
         )
-        command.add_argument("--output", default="-", help="where to write the result (- = stdout)")
-    merge.add_argument("--suggestion-image", default=DEFAULT_SUGGESTION_IMAGE)
-    merge.add_argument("--earlystopping-image", default=DEFAULT_EARLYSTOPPING_IMAGE)
+        command.add_argument(
+            "-o",
+            "--output",
+            default=None,
+            metavar="FORMAT",
+            help="output format: yaml (default) or json (both apply with kubectl apply -f)",
+        )
+        command.add_argument(
+            "--output-file", default=None, metavar="FILE", help="file to write (default: stdout)"
+        )
+    merge.add_argument(
+        "--suggestion-image",
+        default=DEFAULT_SUGGESTION_IMAGE,
+        metavar="IMAGE",
+        help=f"our suggestion image (default {DEFAULT_SUGGESTION_IMAGE})",
+    )
+    merge.add_argument(
+        "--early-stopping-image",
+        default=DEFAULT_EARLYSTOPPING_IMAGE,
+        metavar="IMAGE",
+        help=f"our early-stopping image (default {DEFAULT_EARLYSTOPPING_IMAGE})",
+    )
+    merge.add_argument(
+        "--earlystopping-image",
+        dest="early_stopping_image",
+        action=clikit.DeprecatedFlag,
+        new="--early-stopping-image",
+    )
     merge.add_argument("--pull-policy", default="IfNotPresent", choices=("Always", "IfNotPresent", "Never"))
     merge.set_defaults(func=merge_command)
     remove.set_defaults(func=remove_command)
 
 
+def output_target(output: str | None, output_file: str | None) -> tuple[str, str]:
+    """(format, file; ``-`` = stdout) from ``-o`` and ``--output-file`` (clikit.format_or_old_file)."""
+    output, output_file = clikit.format_or_old_file(output, output_file, OUTPUT_FORMATS, "--output")
+    return output or "yaml", output_file or "-"
+
+
+def _read_input(path: str) -> str:
+    if path != "-":
+        return Path(path).read_text(encoding="utf-8")
+    if sys.stdin is None or sys.stdin.isatty():
+        # a bare `katib-config merge` in a terminal would otherwise wait silently on stdin
+        raise ValueError(
+            "expects the katib-config ConfigMap on stdin (kubectl -n kubeflow get configmap katib-config "
+            "-o yaml | katib-progress katib-config ...) or a file: --input FILE"
+        )
+    return sys.stdin.read()
+
+
 def _run(args: argparse.Namespace, run: Callable[[str], Result]) -> int:
-    text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
     try:
-        result = run(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        sys.stderr.write(f"katib-config: {exc}\n")
+        fmt, output_file = output_target(args.output, args.output_file)
+        result = run(_read_input(args.input))
+    except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        clikit.say("error", f"katib-config {args.katib_config_command}: {clikit.one_line(exc)}")
         return 2
-    if args.output == "-":
-        sys.stdout.write(result.text)
+    text = result.text if fmt == "yaml" else json.dumps(yaml.safe_load(result.text), indent=2) + "\n"
+    if output_file == "-":
+        sys.stdout.write(text)
     else:
-        Path(args.output).write_text(result.text, encoding="utf-8")
+        Path(output_file).write_text(text, encoding="utf-8")
     sys.stderr.write(result.advice())
     return 0
 
@@ -383,7 +438,7 @@ def _run(args: argparse.Namespace, run: Callable[[str], Result]) -> int:
 def merge_command(args: argparse.Namespace) -> int:
     options = {
         "suggestion_image": args.suggestion_image,
-        "earlystopping_image": args.earlystopping_image,
+        "earlystopping_image": args.early_stopping_image,
         "pull_policy": args.pull_policy,
     }
     return _run(args, lambda text: merge_text(text, **options))

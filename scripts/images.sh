@@ -9,10 +9,11 @@
 #
 # Names: collector, suggestion, earlystopping (images/NAME/Dockerfile, context = repository root) and
 # example-custom-loop (examples/cluster/custom-loop/Dockerfile, context = that folder).
-# Tags: ${IMAGE_REGISTRY}/NAME:${IMAGE_TAG}.
+# Tags: [${IMAGE_REGISTRY}/]katib-progress/NAME:${IMAGE_TAG}, the names manifests/default, katib-config
+# merge and the examples use (a registry of your own in front: IMAGE_REGISTRY=registry.example.com/team).
 #
 # Environment (make passes its variables of the same names):
-#   IMAGE_REGISTRY     registry prefix (default ghcr.io/katib-progress)
+#   IMAGE_REGISTRY     registry in front of katib-progress/NAME (default: none)
 #   IMAGE_TAG          tag (default: the version in pyproject.toml)
 #   IMAGES             the names to build (default: all four)
 #   IMAGES_BASE        public (default): each Dockerfile's own BASE_IMAGE default, the public image a
@@ -35,7 +36,7 @@ cd "$(dirname "$0")/.."
 
 ALL_IMAGES="collector suggestion earlystopping example-custom-loop"
 VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
-IMAGE_REGISTRY=${IMAGE_REGISTRY:-ghcr.io/katib-progress}
+IMAGE_REGISTRY=${IMAGE_REGISTRY:-}
 IMAGE_TAG=${IMAGE_TAG:-$VERSION}
 IMAGES=${IMAGES:-$ALL_IMAGES}
 IMAGES_BASE=${IMAGES_BASE:-public}
@@ -144,7 +145,7 @@ local_base() {
   log "local base $LOCAL_BASE_IMAGE ready ($((SECONDS - started)) s)"
 }
 
-ref() { echo "$IMAGE_REGISTRY/$1:$IMAGE_TAG"; }
+ref() { echo "${IMAGE_REGISTRY:+$IMAGE_REGISTRY/}katib-progress/$1:$IMAGE_TAG"; }
 
 build_one() {
   local name=$1 dockerfile context

@@ -173,13 +173,20 @@ def test_algorithm_settings_are_accepted(experiment: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", YAML_EXAMPLES)
 def test_yaml_examples_state_versions_and_gates(name: str) -> None:
     text = (EXAMPLES / name / "experiment.yaml").read_text()
-    for needle in ("TrainJobStatus", "Trainer >= v2.2", "Katib v0.19", "docs/deploy.md"):
+    for needle in (
+        "TrainJobStatus",
+        "Trainer v2.3.0",
+        "Katib v0.19.0",
+        "docs/deploy.md",
+        "metrics-collector-injection: enabled",
+        "make example-images",
+    ):
         assert needle in text, f"{name}/experiment.yaml must mention {needle!r}"
 
 
 def test_sdk_example_states_versions_and_gates(sdk_example: ModuleType) -> None:
     doc = sdk_example.__doc__ or ""
-    for needle in ("TrainJobStatus", "Trainer >= v2.2", "Katib v0.19", "kubeflow 0.5.0"):
+    for needle in ("TrainJobStatus", "Trainer v2.3.0", "Katib v0.19.0", "kubeflow 0.5.0", "namespace.yaml"):
         assert needle in doc
 
 

@@ -59,13 +59,14 @@ def global_args(text: str) -> dict[str, str]:
 
 
 def default_registry() -> str:
-    match = re.search(r"^IMAGE_REGISTRY=\$\{IMAGE_REGISTRY:-([^}]+)\}$", SCRIPT, re.M)
+    match = re.search(r"^IMAGE_REGISTRY=\$\{IMAGE_REGISTRY:-([^}]*)\}$", SCRIPT, re.M)
     assert match, "scripts/images.sh sets IMAGE_REGISTRY with a default"
     return match.group(1)
 
 
 def default_ref(name: str) -> str:
-    return f"{default_registry()}/{name}:{VERSION}"
+    registry = default_registry()
+    return f"{registry + '/' if registry else ''}katib-progress/{name}:{VERSION}"
 
 
 # -- the Dockerfiles -------------------------------------------------------------------------------

@@ -220,9 +220,7 @@ def test_deployment_runs_the_collector_hardened() -> None:
     assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
     assert {"cpu", "memory"} <= container["resources"]["limits"].keys()
     # kustomize's images: transformer turns the placeholder into the registry reference.
-    assert container["image"] == (
-        "ghcr.io/katib-progress/collector:0.1.0" if built else "katib-progress-collector"
-    )
+    assert container["image"] == ("katib-progress/collector:0.1.0" if built else "katib-progress-collector")
     mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
     assert mounts == {"/tmp"}  # the only writable path
     assert all("hostPath" not in v for v in pod.get("volumes", []))
@@ -292,3 +290,71 @@ def test_network_policy_allows_only_metrics_in_and_known_peers_out() -> None:
         assert rule["ports"], "no egress rule may open every port"
     dns = next(r for r in spec["egress"] if {"port": 53, "protocol": "UDP"} in r["ports"])
     assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+
+
+def _version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def test_one_image_naming_scheme_everywhere() -> None:
+    """``[REGISTRY/]katib-progress/<component>:<version>``: what `make images` builds, what the
+    manifests, `katib-config merge` and the examples use, and what the release publishes."""
+    from katib_progress import katib_config
+
+    version = _version()
+    (image,) = yaml.safe_load((MANIFESTS / "base" / "kustomization.yaml").read_text())["images"]
+    assert (image["newName"], image["newTag"]) == ("katib-progress/collector", version)
+    defaults = (
+        katib_config.IMAGE_TAG,
+        katib_config.DEFAULT_SUGGESTION_IMAGE,
+        katib_config.DEFAULT_EARLYSTOPPING_IMAGE,
+    )
+    assert defaults == (
+        version,
+        f"katib-progress/suggestion:{version}",
+        f"katib-progress/earlystopping:{version}",
+    )
+    release = (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    assert "ghcr.io/${owner}/katib-progress/${COMPONENT}:${GITHUB_REF_NAME#v}" in release
+    workflow = yaml.safe_load(release)
+    components = workflow["jobs"]["images"]["strategy"]["matrix"]["component"]
+    assert components == ["collector", "suggestion", "earlystopping"]
+    assert all((ROOT / "images" / c / "Dockerfile").is_file() for c in components)
+    makefile = (ROOT / "Makefile").read_text()
+    for name in ("custom-loop", "hf-transformers"):
+        doc = yaml.safe_load((ROOT / "examples" / "cluster" / name / "experiment.yaml").read_text())
+        trainer = doc["spec"]["trialTemplate"]["trialSpec"]["spec"]["trainer"]
+        assert trainer["image"] == f"katib-progress/example-{name}:{version}"
+        assert f"docker build -t {trainer['image']} examples/cluster/{name}" in makefile
+
+
+def test_cluster_examples_run_in_the_labelled_namespace() -> None:
+    namespace = yaml.safe_load((ROOT / "examples" / "cluster" / "namespace.yaml").read_text())
+    assert namespace["kind"] == "Namespace"
+    assert namespace["metadata"]["labels"] == {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
+    for name in ("custom-loop", "hf-transformers"):
+        doc = yaml.safe_load((ROOT / "examples" / "cluster" / name / "experiment.yaml").read_text())
+        assert doc["metadata"]["namespace"] == namespace["metadata"]["name"]
+
+
+def test_the_documented_overlay_sets_the_registry_without_touching_the_checkout(tmp_path: Path) -> None:
+    """docs/deploy.md step 2, as written: an overlay in a directory of the user's own."""
+    import os
+    import re
+
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    (body,) = re.findall(r"cat > my-katib-progress/kustomization.yaml <<'EOF'\n(.*?)\nEOF", text, re.S)
+    overlay = tmp_path / "my-katib-progress"
+    overlay.mkdir()
+    checkout = os.path.relpath(MANIFESTS / "default", overlay)
+    (overlay / "kustomization.yaml").write_text(body.replace("../katib-progress/manifests/default", checkout))
+    out = subprocess.run(
+        [_kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    deployment = _one(docs, "Deployment", "katib-progress-collector")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"registry.example.com/team/katib-progress/collector:{_version()}"

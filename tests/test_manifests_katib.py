@@ -108,7 +108,7 @@ def test_our_entries() -> None:
     assert set(kc.algorithm_names()) == OUR_ALGORITHMS <= suggestions.keys()
     for name in OUR_ALGORITHMS:
         entry = suggestions[name]
-        assert entry["image"] == "ghcr.io/katib-progress/suggestion:0.1.0"
+        assert entry["image"] == "katib-progress/suggestion:0.1.0"
         # Katib refuses a suggestion config declaring its own port 6789 / "katib-api".
         assert all(p.get("containerPort") != 6789 for p in entry.get("ports", []))
         assert entry["securityContext"]["runAsNonRoot"] is True
@@ -117,7 +117,7 @@ def test_our_entries() -> None:
         early = _by_name(shipped["runtime"]["earlyStoppings"])[name]
         # Katib reads only image, pull policy and resources for the early-stopping container.
         assert set(early) == {"algorithmName", "image", "imagePullPolicy", "resources"}
-        assert early["image"] == "ghcr.io/katib-progress/earlystopping:0.1.0"
+        assert early["image"] == "katib-progress/earlystopping:0.1.0"
     assert "medianstop" in _by_name(shipped["runtime"]["earlyStoppings"])  # Katib's own stays Katib's
 
 
@@ -275,7 +275,7 @@ def test_cli_merges_a_live_configmap_from_stdin_and_advises_on_stderr(tmp_path: 
     path = tmp_path / "cm.yaml"
     path.write_text(out.stdout)
     again = _cli(
-        "merge", "--suggestion-image", "reg/s:9", "--input", str(path), "--output", str(path), stdin=""
+        "merge", "--suggestion-image", "reg/s:9", "--input", str(path), "--output-file", str(path), stdin=""
     )
     assert again.returncode == 0 and again.stdout == "" and path.read_text() == out.stdout
     assert "already up to date" in again.stderr

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def _say(text: str) -> None:
     """One line on stderr; a closed terminal or pipe loses the line, not the exit status."""
     try:
-        sys.stderr.write(f"katib-progress sweep: {text}\n")
+        sys.stderr.write(f"katib-progress sweep: {' '.join(text.split())}\n")
         sys.stderr.flush()
     except OSError:
         _log.warning("stderr closed: %s", text)

@@ -9,9 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from katib_progress import clikit
 from katib_progress.core.errors import KatibProgressError
 
 _log = logging.getLogger(__name__)
+REPORT_FORMATS = ("html", "md", "csv", "json")
+STATUS_FORMATS = ("table", "wide", "json", "yaml")
+_SUFFIX_FORMATS = {"html": "html", "htm": "html", "md": "md", "markdown": "md", "csv": "csv", "json": "json"}
 
 
 def _source_args(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
@@ -20,7 +24,12 @@ def _source_args(parser: argparse.ArgumentParser, *, positional: bool = True) ->
             "source", nargs="?", help="a local sweep's workdir (.katib-progress/<experiment>)"
         )
     parser.add_argument("--experiment", help="a cluster Experiment's name (read through the Kubernetes API)")
-    parser.add_argument("-n", "--namespace", default="default", help="the Experiment's namespace")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the Experiment's namespace (default: the kubeconfig's current context's, else default)",
+    )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")
     parser.add_argument(
         "--accelerators-per-trial",
@@ -34,10 +43,19 @@ def register(subparsers: Any) -> None:
     rep = subparsers.add_parser("report", help="trial comparison report (HTML, Markdown, CSV, JSON)")
     _source_args(rep)
     rep.add_argument("--db-manager", help="Katib DB manager HOST:PORT for observation logs (cluster source)")
-    rep.add_argument("-o", "--output", help="output file (default: report.html for html, stdout otherwise)")
     rep.add_argument(
-        "--format", choices=("html", "md", "csv", "json"), help="default: from -o's suffix, else html"
+        "-o",
+        "--output",
+        metavar="FORMAT",
+        help="output format: html, md, csv or json (default: from --output-file's suffix, else html)",
     )
+    rep.add_argument(
+        "--output-file",
+        metavar="FILE",
+        help="file to write (default: report.html for html, stdout for the others)",
+    )
+    # before -o meant the file: `--format` is the old spelling of -o
+    rep.add_argument("--format", dest="output", action=clikit.DeprecatedFlag, new="-o/--output FORMAT")
     rep.add_argument(
         "--metric", action="append", default=[], help="extra metric to plot against progress (repeat)"
     )
@@ -60,7 +78,13 @@ def register(subparsers: Any) -> None:
 
     st = subparsers.add_parser("status", help="one-shot table of an experiment's trials")
     _source_args(st)
-    st.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    st.add_argument(
+        "-o",
+        "--output",
+        choices=STATUS_FORMATS,
+        default="table",
+        help="table (default), wide (with each trial's parameters), json or yaml",
+    )
     st.set_defaults(func=_run_status)
 
 
@@ -79,13 +103,15 @@ def _loader(args: argparse.Namespace, *, db_manager: str | None = None) -> Any:
         from katib_progress.report.sources.local import load_local
 
         return lambda: load_local(args.source)
+    from katib_progress.collector.kube import context_namespace
     from katib_progress.report.sources.cluster import load_cluster
 
     api = _api_client(args.kubeconfig)
+    namespace = args.namespace or context_namespace(args.kubeconfig)
     return lambda: load_cluster(
         api,
         args.experiment,
-        args.namespace,
+        namespace,
         db_manager=db_manager,
         default_accelerators=args.accelerators_per_trial,
     )
@@ -102,7 +128,7 @@ def _quiet_services(args: argparse.Namespace, *, to_stdout: bool) -> None:
 
 
 def _fail(exc: Exception) -> int:
-    _log.error("%s", exc)
+    clikit.say("error", clikit.one_line(exc))
     return 1
 
 
@@ -110,15 +136,8 @@ def _run_report(args: argparse.Namespace) -> int:
     from katib_progress.report.analysis import build_report
     from katib_progress.report.render import render
 
-    fmt = args.format
-    if fmt is None:
-        suffix = Path(args.output).suffix.lower().lstrip(".") if args.output else ""
-        fmt = (
-            {"htm": "html", "markdown": "md"}.get(suffix, suffix)
-            if suffix in ("html", "htm", "md", "markdown", "csv", "json")
-            else "html"
-        )
-    output = args.output or ("report.html" if fmt == "html" else None)
+    fmt, output_file = report_target(args.output, args.output_file)
+    output = output_file or ("report.html" if fmt == "html" else None)
     _quiet_services(args, to_stdout=output is None)
     try:
         record = _loader(args, db_manager=args.db_manager)()
@@ -138,6 +157,16 @@ def _run_report(args: argparse.Namespace) -> int:
         Path(output).write_text(text, encoding="utf-8")
         _log.info("wrote %s report of %d trials to %s", fmt, len(report.leaderboard), output)
     return 0
+
+
+def report_target(output: str | None, output_file: str | None) -> tuple[str, str | None]:
+    """(format, file) from ``-o`` and ``--output-file`` (clikit.format_or_old_file); without a format,
+    the file's suffix, else html."""
+    output, output_file = clikit.format_or_old_file(output, output_file, REPORT_FORMATS, "-o")
+    if output is None:
+        suffix = Path(output_file).suffix.lower().lstrip(".") if output_file else ""
+        output = _SUFFIX_FORMATS.get(suffix, "html")
+    return output, output_file
 
 
 def _experiment_done(record: Any) -> bool:
@@ -177,9 +206,14 @@ def _run_status(args: argparse.Namespace) -> int:
         record = _loader(args)()
     except (KatibProgressError, ValueError) as exc:
         return _fail(exc)
-    if args.output == "json":
+    if args.output in ("json", "yaml"):
         body = {**totals(record, datetime.now(UTC)), "trials": [r.as_dict() for r in trial_rows(record)]}
-        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+        if args.output == "json":
+            sys.stdout.write(json.dumps(body, indent=2) + "\n")
+        else:
+            import yaml
+
+            sys.stdout.write(yaml.safe_dump(body, sort_keys=False))
     else:
-        sys.stdout.write(status_lines(record))
+        sys.stdout.write(status_lines(record, wide=args.output == "wide"))
     return 0

@@ -138,9 +138,11 @@ def live_table(record: ExperimentRecord, now: datetime | None = None) -> Group:
     return Group(table, footer)
 
 
-def status_lines(record: ExperimentRecord) -> str:
-    """``kubectl get``-style plain columns: NAME STATUS PROGRESS ETA OBJECTIVE REASON."""
-    header = ["NAME", "STATUS", "PROGRESS", "ETA", "OBJECTIVE", "REASON"]
+def status_lines(record: ExperimentRecord, *, wide: bool = False) -> str:
+    """``kubectl get``-style plain columns: NAME STATUS PROGRESS ETA OBJECTIVE REASON; ``wide``
+    (``-o wide``) adds PARAMETERS (``name=value,...``) before REASON."""
+    params = ["PARAMETERS"] if wide else []
+    header = ["NAME", "STATUS", "PROGRESS", "ETA", "OBJECTIVE", *params, "REASON"]
     rows = [
         [
             r.name,
@@ -148,6 +150,7 @@ def status_lines(record: ExperimentRecord) -> str:
             "-" if r.progress is None else f"{r.progress:.0f}%",
             fmt.duration(r.eta_s),
             fmt.num(r.objective, 6),
+            *([",".join(f"{k}={v}" for k, v in r.params.items()) or "-"] if wide else []),
             r.reason or "-",
         ]
         for r in trial_rows(record)

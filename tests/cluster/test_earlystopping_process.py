@@ -1,7 +1,8 @@
-"""The early-stopping image's process (``katib-progress earlystopping serve``, its Dockerfile CMD) as
-Katib's suggestion client and a stock metrics collector use it: EarlyStopping API on one port, and
-SetTrialStatus marks the Trial EarlyStopped the way Katib's medianstop does
-(pkg/earlystopping/v1beta1/medianstop/service.py), in the pod's namespace."""
+"""The early-stopping image's process (``katib-progress early-stopping serve``; the Dockerfile CMD's
+``earlystopping serve`` is its deprecated spelling) as Katib's suggestion client and a stock metrics
+collector use it: EarlyStopping API on one port, and SetTrialStatus marks the Trial EarlyStopped the
+way Katib's medianstop does (pkg/earlystopping/v1beta1/medianstop/service.py), in the pod's
+namespace."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _start(kubeconfig: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[b
                 sys.executable,
                 "-m",
                 "katib_progress.cli",
-                "earlystopping",
+                "early-stopping",
                 "serve",
                 "--address",
                 "127.0.0.1:0",

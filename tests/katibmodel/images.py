@@ -2,7 +2,7 @@
 
 No container runtime runs here, and Katib's images may not be copied into this repository, so:
 
-- ``ghcr.io/katib-progress/suggestion:*`` and ``ghcr.io/katib-progress/earlystopping:*``: the
+- ``katib-progress/suggestion:*`` and ``katib-progress/earlystopping:*``: the
   ENTRYPOINT + CMD of ``images/suggestion/Dockerfile`` / ``images/earlystopping/Dockerfile``, as the
   uid of their ``USER`` (``/pause`` runs ``tests.katibmodel.stock.pause``, which sleeps until SIGTERM);
 - ``registry.k8s.io/pause:*``: ``tests.katibmodel.stock.pause``, uid 65535;

@@ -88,7 +88,7 @@ def test_suggestion_config_must_not_declare_6789(api: Kube) -> None:
 
 
 def test_image_map_runs_our_dockerfiles() -> None:
-    ours = images.resolve("ghcr.io/katib-progress/suggestion:0.1.0")
+    ours = images.resolve("katib-progress/suggestion:0.1.0")
     assert ours.uid == 65532 and ours.argv({})[0].endswith("katib-progress")
     assert ours.argv({})[1:3] == ["suggestion", "serve"]
     assert images.resolve("ghcr.io/kubeflow/katib/earlystopping-medianstop:latest").uid == 0

@@ -285,7 +285,7 @@ runtime:
   - {algorithmName: random, image: ghcr.io/kubeflow/katib/suggestion-hyperopt:latest}
   earlyStoppings:
   - {algorithmName: same-uid, image: ghcr.io/kubeflow/katib/suggestion-hyperopt:latest}
-  - {algorithmName: other-uid, image: ghcr.io/katib-progress/suggestion:0.1.0}
+  - {algorithmName: other-uid, image: katib-progress/suggestion:0.1.0}
 """
     model = make_model(scenarios.always(scenarios.converging), katib_config=config)
     model.submit(_stock("same", early_stopping="same-uid", max_trials=3, parallel=3))

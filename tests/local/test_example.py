@@ -20,7 +20,7 @@ CLI = Path(sys.executable).parent / "katib-progress"
 
 
 def _shortened(tmp_path: Path) -> Path:
-    """The bundled example with 4 trials, 2 at a time, each paced to about 6 s instead of 30 s."""
+    """The bundled example with 4 trials, 2 at a time, each paced to about 6 s instead of 20 s."""
     shutil.copy(EXAMPLE.parent / "train.py", tmp_path / "train.py")
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["spec"].update(maxTrialCount=4, parallelTrialCount=2)
@@ -54,7 +54,15 @@ def test_smoke_sweep_with_the_real_command(tmp_path: Path) -> None:
     assert all(t.progress is not None for t in summary.trials)
     assert (work / "sweep.log").exists() and (work / "observations.sqlite").exists()
     report = subprocess.run(
-        [str(CLI), "report", str(work), "-o", str(tmp_path / "report.html"), "--importance", "none"],
+        [
+            str(CLI),
+            "report",
+            str(work),
+            "--output-file",
+            str(tmp_path / "report.html"),
+            "--importance",
+            "none",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,13 +18,15 @@ from tests.node.node import RealNode, build_pause_image
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: the images `make images` tags (scripts/images.sh); IMAGE_REGISTRY / IMAGE_TAG as that script reads them
-REGISTRY = os.environ.get("IMAGE_REGISTRY", "ghcr.io/katib-progress")
+#: the images `make images` built (scripts/images.sh: katib-progress/NAME:TAG, no registry); podman holds
+#: them as localhost/katib-progress/NAME, which is the "registry" the tier's overlay names, as a user's
+#: overlay names theirs (docs/deploy.md, step 2)
+REGISTRY = "localhost"
 TAG = os.environ.get("IMAGE_TAG", "0.1.0")
 
 
 def image(name: str) -> str:
-    return f"{REGISTRY}/{name}:{TAG}"
+    return f"{REGISTRY}/katib-progress/{name}:{TAG}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,6 +39,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
     workdir = tmp_path_factory.mktemp("node")
+    # `make images` on the local Debian base (no registry reachable), as tests/e2e/test_images.py;
+    # cached, so seconds when nothing changed
+    subprocess.run(
+        ["scripts/images.sh", "build", "collector"],
+        cwd=ROOT,
+        env={**os.environ, "IMAGES_BASE": "local"},
+        check=True,
+        timeout=1800,
+    )
     build_pause_image(workdir)
     with RealNode(workdir) as cluster:
         cluster.load_image(image("collector"))
@@ -62,8 +74,8 @@ def _overlay(workdir: Path) -> Path:
         "kind: Kustomization\n"
         f"resources:\n  - {base}\n"
         "images:\n"
-        "  - name: ghcr.io/katib-progress/collector\n"
-        f"    newName: {REGISTRY}/collector\n"
+        "  - name: katib-progress/collector\n"
+        f"    newName: {REGISTRY}/katib-progress/collector\n"
         f'    newTag: "{TAG}"\n'
     )
     return overlay

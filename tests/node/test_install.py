@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.conftest import REGISTRY, TAG
+from tests.node.conftest import image
 from tests.node.node import RealNode
 
 
@@ -23,7 +23,7 @@ def test_collector_installs_with_kubectl_apply_k_and_becomes_available(
     assert len(pods) == 2
     for pod in pods:
         (container,) = pod["spec"]["containers"]
-        assert container["image"] == f"{REGISTRY}/collector:{TAG}"
+        assert container["image"] == image("collector")
         status = pod["status"]["containerStatuses"][0]
         assert status["ready"] is True and status["restartCount"] == 0, status
         uid = node.kubectl("-n", "katib-progress", "exec", pod["metadata"]["name"], "--", "id", "-u").strip()

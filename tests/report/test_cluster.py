@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 from kubeflow.katib import katib_api_pb2 as pb
 from kubeflow.katib import katib_api_pb2_grpc as pb_grpc
 from kubernetes import client
@@ -224,6 +225,26 @@ def test_without_db_manager_curves_are_the_latest_snapshot(cluster) -> None:
     ]
     assert by["cx-2"].curve == ()
     assert any("db-manager" in n for n in record.notes)
+
+
+def test_status_namespace_defaults_to_the_kubeconfig_context(
+    cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No -n: the kubeconfig's current context's namespace, as kubectl; -o wide and -o yaml."""
+    from katib_progress.cli import main
+
+    standin, _ = cluster
+    kubeconfig = str(standin.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS))
+    assert main(["status", "--experiment", "cx", "--kubeconfig", kubeconfig, "-o", "wide"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split() == ["NAME", "STATUS", "PROGRESS", "ETA", "OBJECTIVE", "PARAMETERS", "REASON"]
+    assert any(line.startswith("cx-3") and "lr=" in line for line in lines), lines
+    assert main(["status", "--experiment", "cx", "--kubeconfig", kubeconfig, "-o", "yaml"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["best"]["trial"] == "cx-1"
+    other = str(standin.write_kubeconfig(tmp_path / "other", namespace="elsewhere"))
+    assert main(["status", "--experiment", "cx", "--kubeconfig", other]) != 0
+    assert "elsewhere" in capsys.readouterr().err
 
 
 def test_status_table_and_json(cluster, tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def test_cli_report_runs_as_a_subprocess(workdir: Path, tmp_path: Path) -> None:
             "katib_progress.cli",
             "report",
             str(workdir),
-            "-o",
+            "--output-file",
             str(out),
             "--importance",
             "none",
@@ -154,7 +154,7 @@ def test_cli_report_runs_as_a_subprocess(workdir: Path, tmp_path: Path) -> None:
             "katib_progress.cli",
             "report",
             str(workdir),
-            "-o",
+            "--output-file",
             str(html),
             "--gpu-hour-price",
             "2",
@@ -173,7 +173,7 @@ def test_cli_report_runs_as_a_subprocess(workdir: Path, tmp_path: Path) -> None:
 
 def test_cli_rejects_a_directory_without_summary(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "katib_progress.cli", "report", str(tmp_path), "--format", "md"],
+        [sys.executable, "-m", "katib_progress.cli", "report", str(tmp_path), "-o", "md"],
         check=False,
         cwd=REPO,
         capture_output=True,

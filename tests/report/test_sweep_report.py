@@ -168,7 +168,7 @@ def test_log_scale_parameters_get_log_axes(tmp_path: Path) -> None:
 def test_md_and_csv_reports_print_no_log_lines(interrupted: Any) -> None:
     for fmt in ("md", "csv"):
         done = subprocess.run(
-            [sys.executable, "-m", "katib_progress.cli", "report", str(interrupted[1]), "--format", fmt],
+            [sys.executable, "-m", "katib_progress.cli", "report", str(interrupted[1]), "-o", fmt],
             capture_output=True,
             text=True,
             timeout=120,

@@ -11,9 +11,12 @@ from types import FrameType
 from typing import Any
 
 from katib_progress.collector import cluster_cli
+from katib_progress.core.errors import KatibProgressError
+from katib_progress.core.listen import check_listen_address
 from katib_progress.core.pruning import PruningBackend
 
 _log = logging.getLogger(__name__)
+DB_SERVE_ADDRESS = "127.0.0.1:6790"
 
 
 def register(subparsers: Any, *, pruning: Callable[[], PruningBackend]) -> None:
@@ -24,7 +27,13 @@ def register(subparsers: Any, *, pruning: Callable[[], PruningBackend]) -> None:
     serve = db_sub.add_parser(
         "serve", help="serve Katib's DBManager gRPC API from an SQLite file (grpc.health.v1 included)"
     )
-    serve.add_argument("--address", default="127.0.0.1:6789", help="HOST:PORT to bind (port 0 = any free)")
+    # 6790, not Katib's 6789: `suggestion serve` keeps 6789 (Katib dials its suggestion pods there),
+    # so both run side by side on one machine with their defaults
+    serve.add_argument(
+        "--address",
+        default=DB_SERVE_ADDRESS,
+        help=f"HOST:PORT to bind (default {DB_SERVE_ADDRESS}; port 0 = any free)",
+    )
     serve.add_argument("--db", required=True, metavar="FILE", help="SQLite file (created if missing)")
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     serve.set_defaults(func=_db_serve)
@@ -66,13 +75,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _db_serve(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from katib_progress.collector.store import start_store_server
 
+    check_listen_address(args.address)
     try:
         server = start_store_server(args.db, args.address)
-    except (OSError, ValueError) as exc:
-        _log.error("cannot start the observation store: %s", exc)
-        return 1
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        raise KatibProgressError(f"cannot start the observation store on {args.db}: {exc}") from None
     done = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

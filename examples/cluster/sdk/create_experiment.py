@@ -10,11 +10,15 @@ The SDK's one-call ``OptimizerClient().optimize(...)`` cannot set what katib-pro
 - the Experiment with the Katib API models the SDK ships (``kubeflow_katib_api.models``);
 - submission with ``kubeflow.katib.KatibClient.create_experiment``.
 
-    python examples/cluster/sdk/create_experiment.py --dry-run      # print the Experiment YAML
-    python examples/cluster/sdk/create_experiment.py -n my-namespace # create it (needs a kubeconfig)
+    python examples/cluster/sdk/create_experiment.py --dry-run   # print the Experiment YAML
+    kubectl apply -f examples/cluster/namespace.yaml
+    python examples/cluster/sdk/create_experiment.py             # create it (needs a kubeconfig)
 
-Needs Kubeflow Trainer >= v2.2 with feature gate ``TrainJobStatus`` (alpha), Katib v0.19 and
-katib-progress deployed (docs/deploy.md). Follow it with ``kubectl get trials -n NS -w``;
+Needs Kubeflow Trainer v2.3.0 with feature gate ``TrainJobStatus`` (alpha), Katib v0.19.0 and
+katib-progress installed (docs/deploy.md). It creates the Experiment in namespace
+katib-progress-examples (``-n`` for another; the namespace needs the label
+``katib.kubeflow.org/metrics-collector-injection: enabled``, which examples/cluster/namespace.yaml
+sets). Follow it with ``kubectl get trials -n katib-progress-examples -w``;
 ``OptimizerClient().get_job()`` refuses experiments whose algorithm it does not know (kp-*).
 """
 
@@ -36,7 +40,7 @@ from kubeflow_trainer_api import models as trainer_api
 _log = logging.getLogger("sdk-example")
 
 #: Katib succeeds a trial only when the TrainJob is Complete AND the katib-progress collector has
-#: written its final metrics (docs/deploy.md, "successCondition").
+#: written its final metrics (docs/experiments.md, "successCondition").
 SUCCESS_CONDITION = (
     r'..#(metadata.annotations.katib-progress\.kubeflow\.org/final-metrics=="written")#'
     r'|0.status.conditions.#(type=="Complete")#|#(status=="True")#'
@@ -195,7 +199,13 @@ def submit(experiment: dict[str, Any], namespace: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("-n", "--namespace", default="default")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default="katib-progress-examples",
+        help="namespace, labelled katib.kubeflow.org/metrics-collector-injection=enabled "
+        "(default katib-progress-examples: examples/cluster/namespace.yaml)",
+    )
     parser.add_argument("--name", default="sdk-custom-loop")
     parser.add_argument("--algorithm", default="kp-tpe")
     parser.add_argument("--dry-run", action="store_true", help="print the Experiment YAML, create nothing")

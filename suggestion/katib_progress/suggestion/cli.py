@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 
+from katib_progress.core.listen import check_listen_address
+
 _log = logging.getLogger(__name__)
 _GRACE_S = 5.0
+#: Katib dials its suggestion pods on 6789 (the Service it creates), so this default stays; `db serve`
+#: defaults to 6790 so both run side by side.
+SUGGESTION_ADDRESS = "0.0.0.0:6789"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--address",
         action="append",
         default=None,
-        help="host:port to listen on; repeat for several (default 0.0.0.0:6789)",
+        help=f"host:port to listen on; repeat for several (default {SUGGESTION_ADDRESS})",
     )
     serve.add_argument(
         "--storage",
@@ -28,13 +33,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--early-stopping",
         action="store_true",
         help="also serve Katib's EarlyStopping API from this process (one-process use; on a cluster "
-        "the early-stopping container serves it on 6788: `katib-progress earlystopping serve`)",
+        "the early-stopping container serves it on 6788: `katib-progress early-stopping serve`)",
     )
     serve.set_defaults(func=serve_command)
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    addresses = args.address or ["0.0.0.0:6789"]
+    addresses = args.address or [SUGGESTION_ADDRESS]
+    for address in addresses:
+        check_listen_address(address)
     # Imported here: Optuna, scipy and Katib's client cost about a second, which `--help` should not pay.
     from katib_progress.suggestion.server import create_server
 

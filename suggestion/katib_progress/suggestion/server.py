@@ -9,7 +9,7 @@ image; either may be Katib's stock one. So each of our images binds only its own
   ``Suggestion``, grpc.health.v1 and our ``Pruning`` API (the collector feeds it curves with
   ``policy=nop`` so the sampler can use them). ``early_stopping=True`` adds Katib's
   ``EarlyStopping`` API to the same server: the one-process layout of the local sweep and the bench;
-- ``create_early_stopping_server`` (early-stopping image, ``katib-progress earlystopping serve``,
+- ``create_early_stopping_server`` (early-stopping image, ``katib-progress early-stopping serve``,
   6788): Katib ``EarlyStopping``, our ``Pruning`` API (the collector's live points and trial ends)
   and grpc.health.v1, over one pruning hub.
 """

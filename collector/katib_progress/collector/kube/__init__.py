@@ -5,7 +5,12 @@ Kubernetes types and the ``kubernetes`` client are confined to this package.
 
 from __future__ import annotations
 
-from katib_progress.collector.kube._client import call_or_none, classify, load_api_client
+from katib_progress.collector.kube._client import (
+    call_or_none,
+    classify,
+    context_namespace,
+    load_api_client,
+)
 from katib_progress.collector.kube._model import JobEvent, WatchSettings
 from katib_progress.collector.kube._owners import EXPERIMENT_LABEL, TrialRef, trial_owner
 from katib_progress.collector.kube.watcher import TrainJobWatcher
@@ -18,6 +23,7 @@ __all__ = [
     "WatchSettings",
     "call_or_none",
     "classify",
+    "context_namespace",
     "load_api_client",
     "trial_owner",
 ]

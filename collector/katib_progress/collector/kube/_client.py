@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -37,6 +38,17 @@ def load_api_client(kubeconfig: str | None = None, *, context: str | None = None
         return config.new_client_from_config(context=context)
     except ConfigException as exc:
         raise ConfigError("kubeconfig", str(exc)) from exc
+
+
+def context_namespace(kubeconfig: str | None = None) -> str:
+    """The namespace ``kubectl`` would use: the current context's of ``kubeconfig`` (else of
+    ``$KUBECONFIG`` or ``~/.kube/config``), else ``default`` (no kubeconfig, or a context naming none)."""
+    try:
+        _contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (ConfigException, OSError, ValueError, yaml.YAMLError):
+        return "default"
+    namespace = (current or {}).get("context", {}).get("namespace")
+    return str(namespace) if namespace else "default"
 
 
 def retry_after(exc: client.ApiException) -> float | None:

@@ -25,6 +25,7 @@ from kubeflow.katib import katib_api_pb2 as _pb
 from kubeflow.katib import katib_api_pb2_grpc as _pb_grpc
 
 from katib_progress.collector.store._db import ObservationDB, Row
+from katib_progress.core.listen import split_address
 from katib_progress.core.timefmt import format_rfc3339nano, parse_rfc3339
 
 _log = logging.getLogger(__name__)
@@ -178,9 +179,8 @@ def start_store_server(
     ``idempotent=False`` stores duplicate rows as Katib's own DB manager does (tests of the client's
     behaviour against a stock DB manager); ``busy_timeout_s`` is how long a write waits for the lock.
     """
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"address: expected HOST:PORT, got {address!r}")
+    host = address.rpartition(":")[0]
+    split_address(address)  # ConfigError (a ValueError) unless HOST:PORT
     db = ObservationDB(db_path, busy_timeout_s=busy_timeout_s)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="store"),
