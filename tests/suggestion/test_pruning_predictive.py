@@ -243,3 +243,15 @@ def _walk(policy: object) -> list[object]:
     if inner is not None:
         out.extend(_walk(inner))
     return out
+
+
+def test_a_value_re_reported_at_the_same_progress_is_refitted() -> None:
+    engine = _engine()
+    feed = Feeder(engine)
+    feed.run("t", _power(0.5, 0.2)[:6], end=False)
+    inner = getattr(engine.policy, "inner", engine.policy)
+    assert isinstance(inner, PredictivePolicy)
+    before = inner._fit(engine.state.trials["t"])
+    feed.point("t", STEPS[5], 5.0)  # same progress, a new (much worse) value replaces the last one
+    after = inner._fit(engine.state.trials["t"])
+    assert before is not None and after is not None and after.mean > before.mean

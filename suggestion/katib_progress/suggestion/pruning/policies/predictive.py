@@ -123,7 +123,7 @@ class PredictivePolicy(Policy):
             kind=self.kind, min_points=min_points, window=calib_window, prior=prior, method=calibration
         )
         self._seen_ended = 0
-        self._fits: dict[str, tuple[int, CurvePrediction | None]] = {}
+        self._fits: dict[str, tuple[tuple[int, float], CurvePrediction | None]] = {}
         #: (oriented final, name) of every completed trial with a finite final, sorted
         self._finals: list[tuple[float, str]] = []
 
@@ -145,12 +145,14 @@ class PredictivePolicy(Policy):
 
     # -- prediction ---------------------------------------------------------------------------
     def _fit(self, trial: TrialHistory) -> CurvePrediction | None:
-        n = len(trial.values)
+        """The ensemble fitted to the trial's reports, refitted whenever they change (a report at the
+        same progress replaces the last value)."""
+        key = (len(trial.values), trial.values[-1] if trial.values else math.nan)
         cached = self._fits.get(trial.name)
-        if cached is not None and cached[0] == n:
+        if cached is not None and cached[0] == key:
             return cached[1]
         fit = fit_curve(np.asarray(trial.progress), self._sign * np.asarray(trial.values))
-        self._fits[trial.name] = (n, fit)
+        self._fits[trial.name] = (key, fit)
         return fit
 
     def _ranked(self, trial: TrialHistory, experiment: ExperimentState) -> list[tuple[float, str]]:
