@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_s = time.perf_counter() - t0
     warm: list[float] = []
     timed: list[float] = []
+    cpu_ms: list[float] = []
+    kinds: list[str] = []
     pruned = 0
     for round_ in range(1 + math.ceil(2000 / max(args.running, 1))):
         for entry in running:
@@ -124,30 +126,75 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(entry[3]):
                     engine.decide(point(name, k, progress[k], values[k]))
                 upto = entry[3]
-            start = time.perf_counter_ns()
+            start, cpu = time.perf_counter_ns(), time.thread_time_ns()
             decision = engine.decide(point(name, upto, progress[upto], values[upto]))
             elapsed = (time.perf_counter_ns() - start) / 1e6
             (warm if round_ == 0 else timed).append(elapsed)
+            if round_:
+                cpu_ms.append((time.thread_time_ns() - cpu) / 1e6)
+                kinds.append("prune" if decision.prune else "continue")
             pruned += decision.prune
             entry[3] = upto + 1
-    arr = np.asarray(timed)
+    # A trial that completes is refitted at nine checkpoints by the next decision (the calibration):
+    # time that decision for 100 more completions.
+    on_completion = []
+    done_trials = [t for t in engine.state.trials.values() if t.state is TrialState.COMPLETE]
+    best = min(done_trials, key=lambda t: t.values[-1])
+    for i in range(100):
+        # a clear leader: the best curve so far, lower by 10 (i + 1) at every report (never pruned)
+        name = f"late-{i:03d}"
+        progress, values = np.asarray(best.progress), np.asarray(best.values) - 10.0 * (i + 1)
+        for k in range(len(progress) - 1):
+            engine.decide(point(name, k, progress[k], values[k]))
+        if engine.trial_state(name) is TrialState.PRUNED:
+            continue
+        engine.decide(point(name, len(progress) - 1, progress[-1], values[-1]))
+        engine.finish(name, "complete")
+        # the next judged decision takes the completed trial into the calibration (nine refits): a
+        # probe trial (a leader, so no fit of its own) reports its fourth point at 50 %
+        probe = f"probe-{i:03d}"
+        for k, p in enumerate((20.0, 30.0, 40.0)):
+            engine.decide(point(probe, k, p, float(values.min()) - 1.0))
+        cpu = time.thread_time_ns()
+        engine.decide(point(probe, 3, 50.0, float(values.min()) - 1.0))
+        on_completion.append((time.thread_time_ns() - cpu) / 1e6)
     state = engine.state
     done = sum(t.state.value == "complete" for t in state.trials.values())
-    live = sum(t.state.value == "running" for t in state.trials.values())
     print(
-        f"predictive decision latency, one core: {done} completed trials, {live} running, "
+        f"predictive decision latency, one core: {args.completed} completed trials at the start ({done} at "
+        f"the end), {args.running} running (a pruned or finished one is replaced by a new trial), "
         f"{args.reports} reports per trial; policy {settings['policy']}"
     )
+    print("wall = elapsed time (the machine's load included), CPU = this thread's CPU time")
     print()
-    print("| decisions | p50 ms | p90 ms | p99 ms | max ms | mean ms | pruned |")
+    print("| decisions | clock | p50 ms | p90 ms | p99 ms | max ms | mean ms |")
     print("|---|---|---|---|---|---|---|")
-    print(
-        f"| {len(arr)} | {np.percentile(arr, 50):.2f} | {np.percentile(arr, 90):.2f} | "
-        f"{np.percentile(arr, 99):.2f} | {arr.max():.2f} | {arr.mean():.2f} | {pruned} |"
-    )
+    wall, cpu_arr = np.asarray(timed), np.asarray(cpu_ms)
+    is_prune = np.asarray(kinds) == "prune"
+    for label, arr in (
+        ("all", wall),
+        ("all", cpu_arr),
+        ("CONTINUE", cpu_arr[~is_prune]),
+        ("PRUNE", cpu_arr[is_prune]),
+    ):
+        if not len(arr):
+            continue
+        clock = "wall" if arr is wall else "CPU (thread)"
+        p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+        print(
+            f"| {label} ({len(arr)}) | {clock} | {p50:.2f} | {p90:.2f} | {p99:.2f} | {arr.max():.2f} | "
+            f"{arr.mean():.2f} |"
+        )
+    if on_completion:
+        arr = np.asarray(on_completion)
+        p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+        print(
+            f"| first decision after a completion ({len(arr)}) | CPU (thread) | {p50:.2f} | {p90:.2f} | "
+            f"{p99:.2f} | {arr.max():.2f} | {arr.mean():.2f} |"
+        )
     print()
     print(
-        f"warm-up (first round, {len(warm)} decisions, fills the calibration cache): p50 "
+        f"pruned: {pruned}; warm-up (first round, {len(warm)} decisions, fills the calibration cache): p50 "
         f"{np.percentile(warm, 50):.2f} ms, max {max(warm):.1f} ms; feeding the running trials' past points: "
         f"{setup_s:.1f} s"
     )

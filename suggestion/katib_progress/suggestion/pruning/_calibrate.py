@@ -54,6 +54,20 @@ def isotonic_at(r: np.ndarray, hits: np.ndarray, at: float) -> tuple[float, int]
     """Pool adjacent violators of ``hits`` (0/1) sorted by ``r``, read at ``at``: (the fitted frequency
     of the block ``at`` falls in, the block's size). Below every ``r`` the first block answers, above
     every ``r`` the last."""
+    return read_blocks(isotonic_blocks(r, hits), at)
+
+
+Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]  # (largest r, frequency, size) per block
+
+
+def read_blocks(blocks: Blocks, at: float) -> tuple[float, int]:
+    his, freqs, sizes = blocks
+    i = min(int(np.searchsorted(his, at, side="left")), len(his) - 1)
+    return float(freqs[i]), int(sizes[i])
+
+
+def isotonic_blocks(r: np.ndarray, hits: np.ndarray) -> Blocks:
+    """The blocks of the isotonic regression (pool adjacent violators) of ``hits`` on ``r``."""
     order = np.argsort(r, kind="stable")
     rs, hs = r[order], hits[order].astype(float)
     blocks: list[list[float]] = []  # [sum of hits, count, largest r]
@@ -64,11 +78,11 @@ def isotonic_at(r: np.ndarray, hits: np.ndarray, at: float) -> tuple[float, int]
             blocks[-1][0] += s
             blocks[-1][1] += n
             blocks[-1][2] = hi
-    for s, n, hi in blocks:
-        if at <= hi:
-            return s / n, int(n)
-    s, n, _ = blocks[-1]
-    return s / n, int(n)
+    return (
+        np.asarray([b[2] for b in blocks]),
+        np.asarray([b[0] / b[1] for b in blocks]),
+        np.asarray([b[1] for b in blocks]),
+    )
 
 
 @dataclass(slots=True)
@@ -117,6 +131,8 @@ class Calibrator:
         self.prior = prior
         self.method = method
         self._order: deque[str] = deque()
+        #: isotonic blocks per (checkpoint, target), valid until the next trial is added
+        self._blocks: dict[tuple[int, float], Blocks | None] = {}
         self._at: dict[int, _Checkpoint] = {c: _Checkpoint() for c in CHECKPOINTS}
 
     def _after(self, values: np.ndarray) -> float:
@@ -143,6 +159,7 @@ class Calibrator:
             at.worst.append(float(values[:upto].max()))
             at.u.append(fit.cdf1(z))
             at._stack = None
+        self._blocks.clear()
         self._order.append(name)
         if len(self._order) > self.window:
             old = self._order.popleft()
@@ -162,15 +179,19 @@ class Calibrator:
         if method == "pit":
             below = float(np.searchsorted(us, raw, side="right"))
             return (below + self.prior * raw) / (len(us) + self.prior)
-        r = np.bincount(owner, weights=stdtr(dofs, (target - means) / scales) * weights, minlength=len(z))
-        if self.kind == "improving":
-            open_ = best > target
-        elif self.kind == "worsening":
-            open_ = worst <= target
-        else:
-            open_ = np.ones(len(z), dtype=bool)
-        if not open_.any():
+        key = (c, target)
+        if key not in self._blocks:  # the target changes only when the top-k does: cached
+            r = np.bincount(owner, weights=stdtr(dofs, (target - means) / scales) * weights, minlength=len(z))
+            if self.kind == "improving":
+                open_ = best > target
+            elif self.kind == "worsening":
+                open_ = worst <= target
+            else:
+                open_ = np.ones(len(z), dtype=bool)
+            self._blocks[key] = isotonic_blocks(r[open_], z[open_] <= target) if open_.any() else None
+        blocks = self._blocks[key]
+        if blocks is None:
             return raw
-        freq, n = isotonic_at(r[open_], z[open_] <= target, raw)
+        freq, n = read_blocks(blocks, raw)
         # posterior mean of the block's frequency under Beta(prior x raw + 1/2, prior x (1 - raw) + 1/2)
         return (freq * n + self.prior * raw + 0.5) / (n + self.prior + 1.0)
