@@ -110,16 +110,6 @@ class CurvePrediction:
         z = (tt[:, None] - self.means[None, :]) / self.scales[None, :]
         return np.asarray(stdtr(self.dof[None, :], z) @ self.weights)
 
-    def compact(self, members: int = 16) -> CurvePrediction:
-        """The ``members`` heaviest members, reweighted to sum to 1 (for stacking many fits)."""
-        if len(self.weights) <= members:
-            return self
-        keep = np.argsort(self.weights)[-members:]
-        w = self.weights[keep]
-        return CurvePrediction(
-            w / w.sum(), self.means[keep], self.scales[keep], self.dof[keep], self.family_weights
-        )
-
     def cdf1(self, t: float) -> float:
         return float(self.cdf(t)[0])
 
