@@ -24,9 +24,8 @@ Student-t (``n - k`` degrees of freedom, leverage of ``x = 1`` and the noise), s
 or far from the end is wide. The ensemble is the weighted mixture of these t distributions
 (:class:`CurvePrediction`: CDF and quantiles).
 
-**Calibration** is separate (the pruning policy ``predictive``): a mixture fitted to one curve is
-typically over-confident; the study's own completed trials tell by how much (probability integral
-transforms at the same progress), see ``policies/predictive.py``.
+**Calibration** is separate (``pruning/_calibrate.py``, used by the policy ``predictive``): a mixture fitted
+to one curve is typically over-confident; the study's own completed trials tell by how much.
 """
 
 from __future__ import annotations

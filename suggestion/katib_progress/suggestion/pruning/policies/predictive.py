@@ -12,21 +12,22 @@ families cannot know about a schedule's late drop or an overfit). The completed 
 checkpoints of 10, 20, ... 90 percent, and a decision at ``p`` asks those at ``c = floor(p / 10) x 10``
 how forecasts like this one fared. By default (``calibration`` ``event``) an isotonic regression of
 whether each of them reached the decision's own target on the probability the ensemble gave it maps
-this trial's probability to an observed frequency, shrunk towards the ensemble's own by ``prior``
-pseudo-trials; ``pit`` recalibrates the whole distribution from probability integral transforms
-(Kuleshov et al., ICML 2018); ``none`` keeps the ensemble's probability.
+this trial's probability to an observed frequency (the posterior mean of its isotonic block under a Beta
+prior of ``prior`` pseudo-trials at the ensemble's own probability plus Jeffreys' half trial each way);
+``pit`` recalibrates the whole distribution from probability integral transforms (Kuleshov et al., ICML
+2018); ``none`` keeps the ensemble's probability.
 
 **The rule.** The target is the ``top``-th best value recorded so far among the other trials that
 can still be the result (running and completed, by the metric strategy). The trial is pruned when
 ``P(its final reaches the target) < p_threshold``, once it is at ``min_progress`` percent or more with
-``min_points`` finite reports, and at least ``min_finished`` completed trials give a ``u`` at its
+``min_points`` finite reports, and at least ``min_finished`` completed trials were refitted at its
 checkpoint; never while it leads the experiment. Irregular reports need nothing special (the fit
 takes the reports where they are); parallel trials count as peers with their current values, which
 only makes the target easier to reach.
 
-State: none outside the engine's history. The ``u`` of a completed trial are cached by trial name (a
-completed trial's curve no longer changes), each running trial's fit by its number of reports, so a
-rebuilt engine decides the same.
+State: none outside the engine's history. A completed trial's refits are cached by trial name (its curve
+no longer changes), each running trial's fit by its reports (their count and the last value), the sorted
+finals of the completed trials as they end; so a rebuilt engine decides the same.
 """
 
 from __future__ import annotations
