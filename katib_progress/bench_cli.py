@@ -91,6 +91,13 @@ def register(subparsers: Any) -> None:
         help="with --cv: on the banks a candidate is chosen on, it must be safe within M x the regret "
         "targets (default 0.5; 1: the targets themselves)",
     )
+    p.add_argument(
+        "--calibration",
+        action="store_true",
+        help="reliability table and expected calibration error of the predictive policy's probabilities: "
+        "replays every bank without pruning and scores each forecast against how the trial ended; "
+        "settings from one --policy engine:predictive|k=v|... (default: the predict_* defaults)",
+    )
     p.set_defaults(func=_run)
     bench.set_defaults(func=lambda _args: (bench.print_help(), 2)[1])
 
@@ -116,6 +123,33 @@ def _settings(args: argparse.Namespace) -> BenchSettings:
     )
 
 
+def _calibration(args: argparse.Namespace, err: Console) -> int:
+    """``--calibration``: the predictive policy's reliability table (docs/benchmarks.md)."""
+    from katib_progress.bench import load_bank, parse_policy
+    from katib_progress.bench._calibration import calibrate_bank, calibration_markdown
+
+    try:
+        if args.cv or args.modes or len(args.policies or []) > 1:
+            raise ConfigError("calibration", "--calibration takes at most one --policy and no --cv or --mode")
+        settings: dict[str, str] = {}
+        if args.policies:
+            spec = parse_policy(args.policies[0])
+            if spec.kind != "engine" or "predictive" not in spec.policy.split(","):
+                raise ConfigError("calibration", f"{spec.name}: give engine:predictive|k=v|...")
+            settings = dict(spec.settings)
+        banks = [load_bank(path) for path in args.banks]
+        seeds = range(args.seed, args.seed + args.seeds)
+        results = [
+            calibrate_bank(bank, seeds=seeds, trials=args.trials, workers=args.workers, settings=settings)
+            for bank in banks
+        ]
+    except (KatibProgressError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    sys.stdout.write(calibration_markdown(results, settings) + "\n")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     # Imported here: the bench loads the whole suggestion service (Optuna, scipy), about a second
     # that `katib-progress --help` should not pay.
@@ -128,6 +162,8 @@ def _run(args: argparse.Namespace) -> int:
         # Per-decision INFO lines of the service under test would drown the progress bar.
         for name in ("katib_progress.suggestion", "katib_progress.bench"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    if args.calibration:
+        return _calibration(args, err)
     try:
         banks = [load_bank(path) for path in args.banks]
         settings = _settings(args)

@@ -42,6 +42,23 @@ _TH = (
 _ADAPT = "|trend_adapt_top={top}|trend_adapt_margin={margin}|trend_adapt_min={floor}"
 
 
+_PR = (
+    "|predict_top={top}|predict_p={p}|predict_calibration={cal}|predict_min_finished=4"
+    "|predict_min_progress=10|predict_min_points=4|predict_prior=2"
+)
+
+
+def _pr(top: int, p: float, cal: str, *, th: str = "") -> str:
+    """A predictive candidate; with ``th`` (a trend-halving candidate) added to that policy."""
+    knobs = _PR.format(top=top, p=p, cal=cal)
+    if th:
+        return (
+            th.replace("engine:divergence,trend_halving|", "engine:divergence,trend_halving,predictive|")
+            + knobs
+        )
+    return "engine:divergence,predictive" + knobs
+
+
 def _th(rho: float, conf: float, mf: int, noise: float, smooth: bool, *, extra: str = "") -> str:
     return _TH.format(rho=rho, conf=conf, mf=mf, noise=noise, smooth=str(smooth).lower()) + extra
 
@@ -97,6 +114,15 @@ CANDIDATES: tuple[str, ...] = (
     _th(0.5, 0, 3, 1, True, extra=_ADAPT.format(top=4, margin=20, floor=20)),
     _th(0.5, 1, 4, 1, True, extra=_ADAPT.format(top=3, margin=15, floor=15)),
     _th(0.5, 0, 4, 1, True, extra=_ADAPT.format(top=4, margin=15, floor=15)),
+    # issue 36: the predictive rule (a calibrated learning-curve ensemble; prune when P(final reaches the
+    # top-k) < predict_p), alone with divergence and added to the default (C7); every one tried is kept
+    _pr(1, 0.05, "event"),
+    _pr(1, 0.1, "event"),
+    _pr(1, 0.02, "event"),
+    _pr(3, 0.05, "event"),
+    _pr(1, 0.05, "pit"),
+    _pr(1, 0.05, "none"),
+    _pr(1, 0.05, "event", th=_th(0.5, 1, 4, 1, True)),
 )
 
 

@@ -32,6 +32,7 @@ from katib_progress.suggestion.pruning.policies.extrapolation import Extrapolati
 from katib_progress.suggestion.pruning.policies.lone_stall import LoneStallPolicy
 from katib_progress.suggestion.pruning.policies.medianstop import MedianStopPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
+from katib_progress.suggestion.pruning.policies.predictive import PredictivePolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
 
@@ -148,6 +149,21 @@ def _trend_halving(c: PruningConfig) -> Policy:
     )
 
 
+def _predictive(c: PruningConfig) -> Policy:
+    return PredictivePolicy(
+        direction=Direction(c.direction),
+        strategy=c.strategy,
+        top=c.predict_top,
+        p_threshold=c.predict_p,
+        min_progress=c.predict_min_progress,
+        min_points=c.predict_min_points,
+        min_finished=c.predict_min_finished,
+        prior=c.predict_prior,
+        calib_window=c.predict_calib_window,
+        calibration=c.predict_calibration,
+    )
+
+
 def _medianstop(c: PruningConfig) -> Policy:
     return MedianStopPolicy(min_trials_required=c.min_trials_required, start_step=c.start_step)
 
@@ -194,6 +210,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         PolicyEntry("extrapolation", "guarded", _extrapolation),
         PolicyEntry("adaptive", "guarded", _adaptive),
         PolicyEntry("trend_halving", "guarded", _trend_halving),
+        PolicyEntry("predictive", "guarded", _predictive),
         *(PolicyEntry(name, "guarded", _optuna(name)) for name in OPTUNA_POLICIES),
         # Katib's rule as Katib applies it: no cost guard (its sidecar stops a trial at start_step
         # whatever its progress)

@@ -28,6 +28,7 @@ OWN_POLICIES = (
     "extrapolation",
     "adaptive",
     "trend_halving",
+    "predictive",
     "budget",
     "nop",
     "medianstop",
@@ -124,6 +125,22 @@ class PruningConfig(BaseModel):
     trend_adapt_top: int = Field(default=0, ge=0)
     trend_adapt_margin: float = Field(default=10.0, ge=0, lt=100)
     trend_adapt_min: float = Field(default=10.0, gt=0, lt=100)
+    # Predictive pruning (policy ``predictive``): a calibrated learning-curve ensemble
+    #: Prune when P(the trial's final reaches the predict_top-th best value of the other trials) is
+    #: below predict_p (docs/pruning.md).
+    predict_top: int = Field(default=1, ge=1)
+    predict_p: float = Field(default=0.05, gt=0, lt=1)
+    predict_min_progress: float = Field(default=10.0, ge=0, lt=100)
+    predict_min_points: int = Field(default=4, ge=4)
+    #: Completed trials whose probability integral transforms calibrate the ensemble before it judges.
+    predict_min_finished: int = Field(default=4, ge=1)
+    #: Pseudo-trials by which the calibration leans on the ensemble's own probabilities.
+    predict_prior: float = Field(default=2.0, gt=0)
+    #: The most recent completed trials used for calibration.
+    predict_calib_window: int = Field(default=200, ge=1)
+    #: How the completed trials calibrate the ensemble: event (isotonic, at the decision's target), pit
+    #: (probability integral transforms) or none.
+    predict_calibration: Literal["event", "pit", "none"] = "event"
     # Cost awareness
     max_prune_progress: float = Field(default=90.0, ge=0, le=100)
     min_remaining_s: float = Field(default=0.0, ge=0)
@@ -220,6 +237,15 @@ class PruningConfig(BaseModel):
             raise ValueError(
                 f"trend_keep needs one percent per rung of trend_rungs ({len(rungs)}), "
                 f"got {self.trend_keep!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _predict_window(self) -> PruningConfig:
+        if self.predict_calib_window < self.predict_min_finished:
+            raise ValueError(
+                f"predict_calib_window {self.predict_calib_window} must be >= "
+                f"predict_min_finished {self.predict_min_finished}"
             )
         return self
 

@@ -8,6 +8,7 @@ from katib_progress.suggestion.pruning.policies.divergence import DivergencePoli
 from katib_progress.suggestion.pruning.policies.extrapolation import ExtrapolationPolicy
 from katib_progress.suggestion.pruning.policies.lone_stall import LoneStallPolicy
 from katib_progress.suggestion.pruning.policies.optuna_pruner import OptunaPrunerPolicy
+from katib_progress.suggestion.pruning.policies.predictive import PredictivePolicy
 from katib_progress.suggestion.pruning.policies.stall import StallPolicy
 from katib_progress.suggestion.pruning.policies.trend_halving import TrendHalvingPolicy
 
@@ -23,6 +24,7 @@ __all__ = [
     "OptunaPrunerPolicy",
     "Policy",
     "PolicyContext",
+    "PredictivePolicy",
     "StallPolicy",
     "TrendHalvingPolicy",
 ]
