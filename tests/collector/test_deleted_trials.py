@@ -15,28 +15,18 @@ from typing import Any
 import pytest
 
 from katib_progress.collector.backoff import BackoffSettings
-from katib_progress.collector.controller import RELEASED, Collector, CollectorSettings
+from katib_progress.collector.controller import RELEASED, Collector
 from katib_progress.collector.katib.dbmanager import DBManagerSettings, DBManagerSink
-from katib_progress.collector.kube import WatchSettings
 from katib_progress.collector.kube.finalizer import FINALIZER
 from katib_progress.collector.rows import SEQ_METRIC, MetricRow
 from katib_progress.collector.store import StoreServer, start_store_server
 from katib_progress.collector.testing import MemorySink
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano
+from tests.collector.test_controller import _settings
 from tests.kubestandin import KubeStandin
 from tests.kubestandin.objects import KATIB, TRAINER, Objects, trainer_status
 from tests.kubestandin.waiting import running, wait_until
-
-
-def _settings(**overrides: object) -> CollectorSettings:
-    base: dict[str, object] = {
-        "watch": WatchSettings(backoff=BackoffSettings(initial_s=0.01, max_s=0.05), watch_timeout_s=30),
-        "retry_interval_s": 0.05,
-        "flush_timeout_s": 2.0,
-    }
-    base.update(overrides)
-    return CollectorSettings(**base)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -115,6 +115,13 @@ class _Batch:
     ambiguous_at: float | None
 
 
+def _classified(call: str, exc: grpc.RpcError) -> TemporaryError | PermanentError:
+    """A failed call as the project's error: temporary for the retryable codes (``RETRYABLE``)."""
+    code = exc.code()
+    message = f"{call}: {code.name}: {exc.details()}"
+    return TemporaryError(message) if code in RETRYABLE else PermanentError(message)
+
+
 def never_sent(exc: grpc.RpcError) -> bool:
     """The RPC failed before its request left this process: gRPC's UNAVAILABLE with "failed to connect
     to all addresses" (no connection: the channel is in TRANSIENT_FAILURE, found against Katib's real
@@ -237,11 +244,7 @@ class DBManagerSink:
         try:
             reply, call = self._stub.GetObservationLog.with_call(request, timeout=self.settings.rpc_timeout_s)
         except grpc.RpcError as exc:
-            code = exc.code()
-            message = f"GetObservationLog({request.trial_name}): {code.name}: {exc.details()}"
-            if code in RETRYABLE:
-                raise TemporaryError(message) from None
-            raise PermanentError(message) from None
+            raise _classified(f"GetObservationLog({request.trial_name})", exc) from None
         self._learn(call)
         return [
             MetricRow(log.metric.name, log.metric.value, log.time_stamp)
@@ -284,11 +287,7 @@ class DBManagerSink:
                 pb.DeleteObservationLogRequest(trial_name=trial), timeout=self.settings.rpc_timeout_s
             )
         except grpc.RpcError as exc:
-            code = exc.code()
-            message = f"DeleteObservationLog({trial}): {code.name}: {exc.details()}"
-            if code in RETRYABLE:
-                raise TemporaryError(message) from None
-            raise PermanentError(message) from None
+            raise _classified(f"DeleteObservationLog({trial})", exc) from None
         self._learn(call)
         with self._cond:
             self._unsettled.pop(trial, None)
