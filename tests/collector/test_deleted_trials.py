@@ -69,7 +69,7 @@ def _hold_trial(objs: Objects, name: str) -> None:
 
 def _write(objs: Objects, sink: MemorySink, name: str, at: datetime, seq: int) -> None:
     objs.set_status(name, trainer_status(at, progress=seq))
-    wait_until(lambda: len(_seqs(sink, name)) == seq + 1)
+    wait_until(lambda: len(_seqs(sink, name)) == seq + 1, timeout=60)
 
 
 def test_the_finalizer_is_added_before_the_first_row(kube: KubeStandin, objs: Objects) -> None:
@@ -77,7 +77,7 @@ def test_the_finalizer_is_added_before_the_first_row(kube: KubeStandin, objs: Ob
     sink = MemorySink()
     collector = Collector(_settings(), sink, kube.api_client())
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", _now(), 0)
         assert FINALIZER in _finalizers(objs, "t")
 
@@ -92,18 +92,18 @@ def test_trial_gone_first_then_its_trainjob_no_row_remains(kube: KubeStandin, ob
     collector = Collector(_settings(), sink, kube.api_client())
     t0 = _now()
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", t0, 0)
         _delete(objs, KATIB, "trials", "t")
         sink.delete("t")  # Katib's clean-metrics-in-db
         objs.set_status("t", trainer_status(t0 + timedelta(seconds=1), progress=1))
-        wait_until(lambda: _seqs(sink, "t") == ["1"])  # written after Katib's clean-up
+        wait_until(lambda: _seqs(sink, "t") == ["1"], timeout=60)  # written after Katib's clean-up
         objs.api.patch_namespaced_custom_object(
             *KATIB, "default", "trials", "t", {"metadata": {"finalizers": None}}
         )
-        wait_until(lambda: _get(objs, KATIB, "trials", "t") is None)
+        wait_until(lambda: _get(objs, KATIB, "trials", "t") is None, timeout=60)
         _delete(objs, TRAINER, "trainjobs", "t")  # the cascade
-        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None)
+        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert sink.rows("t") == []
         assert collector.counters.get(RELEASED, log="deleted") == 1
 
@@ -117,12 +117,12 @@ def test_trainjob_deleted_first_while_the_trial_is_deleting(kube: KubeStandin, o
     collector = Collector(_settings(), sink, kube.api_client())
     t0 = _now()
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", t0, 0)
         _delete(objs, KATIB, "trials", "t")
         assert (_get(objs, KATIB, "trials", "t") or {})["metadata"].get("deletionTimestamp")
         _delete(objs, TRAINER, "trainjobs", "t")
-        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None)
+        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert sink.rows("t") == []
 
 
@@ -134,17 +134,18 @@ def test_a_snapshot_of_a_deleting_trainjob_is_not_written(kube: KubeStandin, obj
     collector = Collector(_settings(), sink, kube.api_client())
     t0 = _now()
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", t0, 0)
         _delete(objs, KATIB, "trials", "t")
         sink.fail_with = TemporaryError("db manager down")
         _delete(objs, TRAINER, "trainjobs", "t")
         wait_until(
-            lambda: bool((_get(objs, TRAINER, "trainjobs", "t") or {})["metadata"].get("deletionTimestamp"))
+            lambda: bool((_get(objs, TRAINER, "trainjobs", "t") or {})["metadata"].get("deletionTimestamp")),
+            timeout=60,
         )
         objs.set_status("t", trainer_status(t0 + timedelta(seconds=1), progress=1))
         sink.fail_with = None
-        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None)
+        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert sink.rows("t") == []
 
 
@@ -155,10 +156,10 @@ def test_retain_false_the_trial_keeps_its_rows(kube: KubeStandin, objs: Objects)
     sink = MemorySink()
     collector = Collector(_settings(), sink, kube.api_client())
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", _now(), 0)
         _delete(objs, TRAINER, "trainjobs", "t")
-        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None)
+        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert _seqs(sink, "t") == ["0"]
         assert collector.counters.get(RELEASED, log="kept") == 1
 
@@ -171,7 +172,7 @@ def test_a_collector_restart_in_between_still_deletes_the_rows(kube: KubeStandin
     sink = MemorySink()
     first = Collector(_settings(), sink, kube.api_client())
     with running(first.run, first.stop):
-        wait_until(first.has_synced)
+        wait_until(first.has_synced, timeout=60)
         _write(objs, sink, "t", _now(), 0)
     _delete(objs, KATIB, "trials", "t")
     _delete(objs, TRAINER, "trainjobs", "t")
@@ -179,7 +180,7 @@ def test_a_collector_restart_in_between_still_deletes_the_rows(kube: KubeStandin
     assert sink.rows("t")
     second = Collector(_settings(), sink, kube.api_client())
     with running(second.run, second.stop):
-        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None)
+        wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
     assert sink.rows("t") == []
 
 
@@ -192,12 +193,12 @@ def test_without_the_finalizer_a_trainjob_delete_event_still_deletes(
     sink = MemorySink()
     collector = Collector(_settings(finalizer=False), sink, kube.api_client())
     with running(collector.run, collector.stop):
-        wait_until(collector.has_synced)
+        wait_until(collector.has_synced, timeout=60)
         _write(objs, sink, "t", _now(), 0)
         assert FINALIZER not in _finalizers(objs, "t")
         _delete(objs, KATIB, "trials", "t")
         _delete(objs, TRAINER, "trainjobs", "t")
-        wait_until(lambda: collector.counters.get(RELEASED, log="deleted") == 1)
+        wait_until(lambda: collector.counters.get(RELEASED, log="deleted") == 1, timeout=60)
         assert sink.rows("t") == []
 
 
