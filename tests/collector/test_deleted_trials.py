@@ -105,7 +105,9 @@ def test_trial_gone_first_then_its_trainjob_no_row_remains(kube: KubeStandin, ob
         _delete(objs, TRAINER, "trainjobs", "t")  # the cascade
         wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert sink.rows("t") == []
-        assert collector.counters.get(RELEASED, log="deleted") == 1
+        wait_until(
+            lambda: collector.counters.get(RELEASED, log="deleted") == 1, timeout=60
+        )  # counted after the release
 
 
 def test_trainjob_deleted_first_while_the_trial_is_deleting(kube: KubeStandin, objs: Objects) -> None:
@@ -161,7 +163,9 @@ def test_retain_false_the_trial_keeps_its_rows(kube: KubeStandin, objs: Objects)
         _delete(objs, TRAINER, "trainjobs", "t")
         wait_until(lambda: _get(objs, TRAINER, "trainjobs", "t") is None, timeout=60)
         assert _seqs(sink, "t") == ["0"]
-        assert collector.counters.get(RELEASED, log="kept") == 1
+        wait_until(
+            lambda: collector.counters.get(RELEASED, log="kept") == 1, timeout=60
+        )  # counted after the release
 
 
 def test_a_collector_restart_in_between_still_deletes_the_rows(kube: KubeStandin, objs: Objects) -> None:
