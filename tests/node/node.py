@@ -162,6 +162,7 @@ class RealNode:
     def _make_bridge(self) -> None:
         """The bridge CNI's plugin attaches pods to, made first so the API server can serve on its
         gateway address before any pod exists."""
+        _run("ip", "link", "delete", BRIDGE, check=False)  # left by a run that was killed
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         self._bridge = True
         _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
