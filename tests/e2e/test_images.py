@@ -7,6 +7,8 @@ each is run with exactly the command line its manifest gives it:
 - ``--help`` answers and the user is not root;
 - the suggestion and early-stopping images, started with their own CMD (Katib sets none), pass their
   HEALTHCHECK, which asks grpc.health.v1 what Katib's probes ask;
+- the suggestion image serves whole (fake-controller) Experiments with six ``kp-*`` algorithms;
+- each image keeps its base's CA bundle (the host's, mounted for pip during the build, stays out);
 - the collector image, started with the Deployment's args (``$(POD_NAME)``/``$(POD_NAMESPACE)``
   filled in as the kubelet does), a read-only root and the Deployment's uid, against the Kubernetes
   API stand-in and the image's own ``db serve`` as the DB manager, answers the Deployment's
