@@ -7,6 +7,8 @@ each is run with exactly the command line its manifest gives it:
 - ``--help`` answers and the user is not root;
 - the suggestion and early-stopping images, started with their own CMD (Katib sets none), pass their
   HEALTHCHECK, which asks grpc.health.v1 what Katib's probes ask;
+- the suggestion image serves whole (fake-controller) Experiments with six ``kp-*`` algorithms;
+- each image keeps its base's CA bundle (the host's, mounted for pip during the build, stays out);
 - the collector image, started with the Deployment's args (``$(POD_NAME)``/``$(POD_NAMESPACE)``
   filled in as the kubelet does), a read-only root and the Deployment's uid, against the Kubernetes
   API stand-in and the image's own ``db serve`` as the DB manager, answers the Deployment's
@@ -32,6 +34,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.kubestandin import KubeStandin
+from tests.suggestion.katib_fake import FakeKatib, experiment
 from tests.test_images import default_ref
 from tests.test_manifests import _raw_base
 
@@ -127,6 +130,35 @@ def _serving(address: str) -> bool:
         except grpc.RpcError:
             return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def test_the_suggestion_image_runs_experiments(podman: Callable[..., Any]) -> None:
+    # Katib's side played by the tests' fake controller; the image's Optuna, numpy, scipy and
+    # SQLAlchemy at work (the image has no PyTorch: kp-gp is refused, as docs/deploy.md says)
+    address = f"127.0.0.1:{free_port()}"
+    podman(
+        "run", "-d", "--network=host", default_ref("suggestion"), "suggestion", "serve", "--address", address
+    )
+    wait_for(lambda: _serving(address), 90, "the suggestion service")
+    grid_params = list(experiment().spec.parameter_specs.parameters)[1:]  # without the continuous lr
+    for algorithm in ("kp-tpe", "kp-multivariate-tpe", "kp-cmaes", "kp-qmc", "kp-random", "kp-grid"):
+        params = grid_params if algorithm == "kp-grid" else list(experiment().spec.parameter_specs.parameters)
+        exp = experiment(name=f"exp-{algorithm}", algorithm=algorithm, params=params, max_trials=6)
+        katib = FakeKatib(address, exp)
+        try:
+            katib.validate()
+            katib.run(until=6, parallel=2)
+        finally:
+            katib.close()
+        assert len({t.assignments for t in katib.trials}) == 6, algorithm
+    katib = FakeKatib(address, experiment(name="exp-gp", algorithm="kp-gp"))
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            katib.validate()
+    finally:
+        katib.close()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "torch" in str(refused.value.details())
 
 
 def _get(url: str) -> tuple[int, str]:
