@@ -21,7 +21,8 @@ COMMAND_EXTRAS = {
     "collector": "collector",
     "db": "collector",
     "suggestion": "suggestion",
-    "earlystopping": "earlystopping",
+    "early-stopping": "earlystopping",
+    "earlystopping": "earlystopping",  # the deprecated spelling
     "sweep": "all",
     "bench": "bench",
     "report": "report",

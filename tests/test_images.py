@@ -125,8 +125,11 @@ def test_the_collector_image_runs_the_deployments_command() -> None:
     assert cmd is not None and build_parser().parse_args(cmd).command == "collector"
 
 
-@pytest.mark.parametrize(("name", "port"), [("suggestion", "6789"), ("earlystopping", "6788")])
-def test_katib_starts_our_images_with_their_own_cmd(name: str, port: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "command", "port"),
+    [("suggestion", "suggestion", "6789"), ("earlystopping", "early-stopping", "6788")],
+)
+def test_katib_starts_our_images_with_their_own_cmd(name: str, command: str, port: str) -> None:
     # katib-config sets image, pull policy and resources only: the CMD carries the whole command line
     merged = yaml.safe_load(merge_text("apiVersion: config.kubeflow.org/v1beta1\nkind: KatibConfig\n").text)
     section = "suggestions" if name == "suggestion" else "earlyStoppings"
@@ -137,7 +140,7 @@ def test_katib_starts_our_images_with_their_own_cmd(name: str, port: str) -> Non
     cmd = exec_form(parse(IMAGES[name][0].read_text()).final.all("CMD")[-1])
     assert cmd is not None
     args = build_parser().parse_args(cmd)
-    assert args.command == name and args.address == [f"0.0.0.0:{port}"]
+    assert args.command == command and args.address == [f"0.0.0.0:{port}"]
 
 
 def test_the_example_image_runs_the_experiments_command() -> None:
@@ -367,6 +370,7 @@ def test_extras_follow_self_references() -> None:
         (["collector", "run", "--db-manager=x:1"], ["collector"]),
         (["collector", "run", "--db-manager=x:1", "--watchdog"], ["collector", "suggestion"]),
         (["suggestion", "serve"], ["suggestion"]),
+        (["early-stopping", "serve"], ["earlystopping"]),
         (["earlystopping", "serve"], ["earlystopping"]),
         (["katib-config", "merge"], []),
     ],

@@ -196,7 +196,7 @@ def test_earlystopping_image_serves_6788_from_its_cmd_alone() -> None:
     from katib_progress.cli import build_parser
 
     args = build_parser().parse_args(cmd)
-    assert args.command == "earlystopping" and args.address == ["0.0.0.0:6788"]
+    assert args.command == "early-stopping" and args.address == ["0.0.0.0:6788"]
     assert df.final.all("USER")[-1] == "65532:65532"
     config = yaml.safe_load((ROOT / "manifests" / "katib" / "katib-config.yaml").read_text())
     (entry,) = [e for e in config["runtime"]["earlyStoppings"] if e["algorithmName"] == "katib-progress"]
