@@ -161,12 +161,20 @@ build_one() {
     args+=(--format docker)
     [[ -s $HOST_CA ]] && args+=(-v "$HOST_CA:$HOST_CA:ro")
   fi
-  local started=$SECONDS
+  local started=$SECONDS iid
+  iid=$(mktemp)
+  args+=(--iidfile "$iid")
   log "building $(ref "$name") from $dockerfile"
   if ! nice "$ENGINE" "${args[@]}" "$context"; then
+    rm -f "$iid"
     [[ $IMAGES_BASE == public ]] && log "if the base image could not be pulled (no registry reachable), IMAGES_BASE=local builds on a local Debian base"
     die "building $(ref "$name") failed"
   fi
+  # Tag the built image by its id as well: podman 4.3, finding every layer cached and the result already
+  # held under another name with the same repository path (ghcr.io/katib-progress/collector, say),
+  # resolves the short -t name to that image and adds no name of its own.
+  "$ENGINE" tag "$(cat "$iid")" "$(ref "$name")"
+  rm -f "$iid"
   log "built $(ref "$name") in $((SECONDS - started)) s"
 }
 
