@@ -34,6 +34,7 @@ from katib_progress.collector.rows import MetricRow
 from katib_progress.collector.store import StoreServer, start_store_server
 from katib_progress.core.errors import TemporaryError
 from katib_progress.core.timefmt import format_rfc3339nano
+from tests.kubestandin.waiting import wait_until
 
 FAST = DBManagerSettings(
     rpc_timeout_s=2.0,
@@ -186,6 +187,9 @@ class _Proxy(pb_grpc.DBManagerServicer):  # type: ignore[misc]
             stall, self.stall_next_report_s = self.stall_next_report_s, 0.0
             time.sleep(stall)  # committed, but the client times out: an ambiguous outcome
         return reply
+
+    def DeleteObservationLog(self, request: Any, context: Any) -> Any:
+        return self._stub.DeleteObservationLog(request)
 
     def GetObservationLog(self, request: Any, context: Any) -> Any:
         if self.fail_next_gets:
@@ -440,3 +444,42 @@ def test_rows_sent_while_nothing_listens_are_resent_after_the_backoff_not_the_lo
     finally:
         sink.close()
         server.stop(0)
+
+
+def test_delete_while_a_write_is_in_flight_waits_for_it_then_deletes(
+    store: StoreServer, proxy: tuple[_Proxy, str]
+) -> None:
+    """The sender settling the in-flight batch removes the emptied queue while delete() waits: delete
+    finds it gone and goes on (it raised KeyError once), and the committed rows are deleted after."""
+    servicer, address = proxy
+    servicer.stall_next_report_s = 0.5  # committed, then answered late (within the deadline)
+    sink = DBManagerSink(address, settings=FAST)
+    try:
+        sink.report("t", _rows(0))
+        time.sleep(0.2)  # the RPC is in flight
+        sink.delete("t")
+        assert _all(store.address, "t") == []
+        assert sink.buffered_rows == 0
+    finally:
+        sink.close()
+
+
+def test_delete_after_an_ambiguous_write_waits_until_it_cannot_commit(
+    store: StoreServer, proxy: tuple[_Proxy, str]
+) -> None:
+    """A write that timed out may still commit until lock_wait_s after it began: delete refuses for now
+    (TemporaryError with that wait), then deletes, so no row of it can land afterwards."""
+    servicer, address = proxy
+    servicer.stall_next_report_s = 1.0
+    sink = DBManagerSink(address, settings=FAST.model_copy(update={"rpc_timeout_s": 0.3}))
+    try:
+        sink.report("t", _rows(0))
+        wait_until(lambda: sink.counters.get(RETRIES, code="DEADLINE_EXCEEDED") >= 1, timeout=10)
+        with pytest.raises(TemporaryError) as refused:
+            sink.delete("t")
+        assert refused.value.delay is not None and 0 < refused.value.delay <= FAST.lock_wait_s
+        time.sleep(refused.value.delay + 0.1)
+        sink.delete("t")
+        assert _all(store.address, "t") == []
+    finally:
+        sink.close()

@@ -259,12 +259,16 @@ class DBManagerSink:
         if not trial:
             raise PermanentError("trial: must not be empty")
         with self._cond:
+            # wait until no RPC of the trial is in flight; the sender that settles it may remove the
+            # trial's queue meanwhile (it was emptied), so it is looked up again after every wake-up
+            def idle() -> bool:
+                found = self._trials.get(trial)
+                return found is None or not found.busy
+
+            if not self._emptied.wait_for(idle, timeout=self.settings.rpc_timeout_s + 1):
+                raise TemporaryError(f"a write of trial {trial} is still in flight")
             state = self._trials.get(trial)
             if state is not None:
-                if not self._emptied.wait_for(
-                    lambda: not state.busy, timeout=self.settings.rpc_timeout_s + 1
-                ):
-                    raise TemporaryError(f"a write of trial {trial} is still in flight")
                 dropped = sum(len(group) for group in state.fifo)
                 self._buffered -= dropped
                 self._ready.pop(trial, None)
